@@ -1,0 +1,432 @@
+package actors
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/clock"
+	"rtcd/ids"
+	"rtcd/persistence"
+	"rtcd/scopes"
+)
+
+// Pagination bounds (spec section 4, pagination rules).
+const (
+	PageLimitMin     = 1
+	PageLimitMax     = 100
+	PageLimitDefault = 50
+)
+
+func result(r reply) (Result, *apierr.Error) {
+	if r.err != nil {
+		return Result{}, r.err
+	}
+	return Result{Status: r.status, Body: r.body, Replayed: r.replayed}, nil
+}
+
+var errBadCredential = apierr.New(apierr.AuthenticationFailed, "the API key is missing, malformed, revoked or unknown")
+
+// Authenticate resolves a bearer secret to its caller. Malformed secrets
+// (wrong prefix, length, alphabet or checksum) are refused without a lookup.
+func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
+	if !auth.CheckAPIKeyFormat(secret) {
+		return nil, errBadCredential
+	}
+	rec := e.apiKeys.lookup(e.keys.HashAPIKey(secret))
+	if rec == nil {
+		return nil, errBadCredential
+	}
+	h, ok := e.project(rec.ProjectID)
+	if !ok || h.shared.project.Load().Status != ProjectActive {
+		return nil, errBadCredential
+	}
+	return &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
+}
+
+func (e *Engine) projectOf(c *Caller) (*projectHandle, *apierr.Error) {
+	h, ok := e.project(c.ProjectID)
+	if !ok {
+		return nil, errBadCredential
+	}
+	return h, nil
+}
+
+// CreateRoom creates a room (POST /v1/rooms).
+func (e *Engine) CreateRoom(c *Caller, p *RoomParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+	v, err := validateRoom(p, e.settings.Region)
+	if err != nil {
+		return Result{}, err
+	}
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
+		return e.ask(h.pid, &createRoom{caller: c, params: v, idem: ip})
+	}))
+}
+
+// GetRoom reads a room's record (GET /v1/rooms/{id}).
+func (e *Engine) GetRoom(c *Caller, roomID string) ([]byte, *apierr.Error) {
+	if !ids.Valid(roomID, ids.Room) {
+		return nil, apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
+	}
+	body, err := e.store.Get(roomRecordKey(c.ProjectID, roomID))
+	if err != nil {
+		return nil, notFoundOrInternal(err, apierr.New(apierr.RoomNotFound, "no room %s in this project", roomID))
+	}
+	return body, nil
+}
+
+// ListRooms lists the project's rooms, newest first (GET /v1/rooms).
+func (e *Engine) ListRooms(c *Caller, limit int) ([]byte, *apierr.Error) {
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixRoomIdx, c.ProjectID), limit, true,
+		func(roomID []byte) ([]byte, error) { return e.store.Get(roomRecordKey(c.ProjectID, string(roomID))) })
+}
+
+// DeleteRoom ends a room (DELETE /v1/rooms/{id}); idempotent.
+func (e *Engine) DeleteRoom(c *Caller, roomID string) (Result, *apierr.Error) {
+	return e.askRoom(c.ProjectID, roomID, func() command { return &deleteRoom{caller: c} },
+		func(record []byte) (Result, *apierr.Error) { return Result{Status: 200, Body: record}, nil })
+}
+
+// askRoom sends a command to a live room of the project. When the room has
+// no live actor (it ended and was passivated), ifStopped answers from the
+// room's record.
+func (e *Engine) askRoom(projectID, roomID string, cmd func() command, ifStopped func(record []byte) (Result, *apierr.Error)) (Result, *apierr.Error) {
+	notFound := apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
+	if !ids.Valid(roomID, ids.Room) {
+		return Result{}, notFound
+	}
+	if h, ok := e.room(roomID); ok && h.projectID == projectID {
+		r := e.ask(h.pid, cmd())
+		if !r.gone {
+			return result(r)
+		}
+	}
+	record, err := e.store.Get(roomRecordKey(projectID, roomID))
+	if err != nil {
+		return Result{}, notFoundOrInternal(err, notFound)
+	}
+	var room RoomView
+	if json.Unmarshal(record, &room) != nil || room.Status != RoomEnded {
+		// A live room whose actor was just replaced; the caller may retry.
+		return Result{}, errUnavailable
+	}
+	return ifStopped(record)
+}
+
+// endedRoomError is the error for a command that needs a room that ended.
+func endedRoomError(record []byte) (Result, *apierr.Error) {
+	var room RoomView
+	_ = json.Unmarshal(record, &room)
+	if room.EndReason != nil && *room.EndReason == EndReasonExpired {
+		return Result{}, apierr.New(apierr.RoomExpired, "room %s expired at %s", room.ID, room.ExpiresAt)
+	}
+	return Result{}, apierr.New(apierr.RoomEnded, "room %s has ended", room.ID)
+}
+
+// CreateParticipant creates a participant session and its token.
+func (e *Engine) CreateParticipant(c *Caller, roomID string, p *ParticipantParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+	v, err := validateParticipant(p)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	r := e.idempotent(c, idem, func(ip *idemPending) reply {
+		var aerr *apierr.Error
+		res, aerr = e.askRoom(c.ProjectID, roomID, func() command { return &createParticipant{caller: c, params: v, idem: ip} }, endedRoomError)
+		return reply{status: res.Status, body: res.Body, err: aerr}
+	})
+	return result(r)
+}
+
+// GetParticipant reads a participant's record.
+func (e *Engine) GetParticipant(c *Caller, roomID, participantID string) ([]byte, *apierr.Error) {
+	if _, err := e.GetRoom(c, roomID); err != nil {
+		return nil, err
+	}
+	notFound := apierr.New(apierr.ParticipantNotFound, "no participant %q in room %s", participantID, roomID)
+	if !ids.Valid(participantID, ids.Participant) {
+		return nil, notFound
+	}
+	body, err := e.store.Get(participantRecordKey(c.ProjectID, roomID, participantID))
+	if err != nil {
+		return nil, notFoundOrInternal(err, notFound)
+	}
+	return body, nil
+}
+
+// ListParticipants lists a room's participants, newest first.
+func (e *Engine) ListParticipants(c *Caller, roomID string, limit int) ([]byte, *apierr.Error) {
+	if _, err := e.GetRoom(c, roomID); err != nil {
+		return nil, err
+	}
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixPartIdx, c.ProjectID+"/"+roomID), limit, false,
+		func(id []byte) ([]byte, error) {
+			return e.store.Get(participantRecordKey(c.ProjectID, roomID, string(id)))
+		})
+}
+
+// RemoveParticipant removes a participant (DELETE); idempotent.
+func (e *Engine) RemoveParticipant(c *Caller, roomID, participantID string) (Result, *apierr.Error) {
+	if !ids.Valid(participantID, ids.Participant) {
+		return Result{}, apierr.New(apierr.ParticipantNotFound, "no participant %q in room %s", participantID, roomID)
+	}
+	return e.askRoom(c.ProjectID, roomID, func() command { return &removeParticipant{caller: c, participantID: participantID} },
+		func([]byte) (Result, *apierr.Error) {
+			// The room ended, so every participant's session ended with it.
+			body, err := e.GetParticipant(c, roomID, participantID)
+			if err != nil {
+				return Result{}, err
+			}
+			return Result{Status: 200, Body: body}, nil
+		})
+}
+
+// CountConnectResult records a connect outcome decided before Connect ran
+// (a body that could not be decoded).
+func (e *Engine) CountConnectResult(code apierr.Code) {
+	if e.connectResults != nil {
+		e.connectResults(string(code))
+	}
+}
+
+// Connect exchanges a participant token for a connect session (POST /v1/connect).
+func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *apierr.Error) {
+	defer func() {
+		if e.connectResults != nil {
+			code := "ok"
+			if aerr != nil {
+				code = string(aerr.Code)
+			}
+			e.connectResults(code)
+		}
+	}()
+	if err := e.allowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.settings.ConnectPerIPPerMinute); err != nil {
+		return Result{}, err
+	}
+	if p.Token == "" {
+		return Result{}, apierr.Invalid("token", "token is required")
+	}
+	if p.SDK != nil {
+		for field, v := range map[string]string{"sdk.name": p.SDK.Name, "sdk.version": p.SDK.Version, "sdk.platform": p.SDK.Platform} {
+			if err := checkText(field, &v, MaxSDKFieldBytes); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	claims, err := e.keys.VerifyParticipantToken(p.Token, e.clock.Now())
+	switch {
+	case errors.Is(err, auth.ErrTokenExpired):
+		return Result{}, apierr.New(apierr.ParticipantTokenExpired, "the participant token has expired; ask your backend for a new one")
+	case err != nil:
+		return Result{}, apierr.New(apierr.ParticipantTokenInvalid, "the participant token is malformed or its signature does not verify")
+	}
+	h, ok := e.project(claims.ProjectID)
+	if !ok {
+		return Result{}, apierr.New(apierr.PermissionDenied, "the project of this token does not exist")
+	}
+	limits := e.limitsOf(h.shared.project.Load())
+	if err := e.allowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
+		return Result{}, err
+	}
+	return e.askRoom(claims.ProjectID, claims.RoomID, func() command { return &connectParticipant{claims: claims} }, endedRoomError)
+}
+
+// CreateAPIKey creates a key (POST /v1/api-keys).
+func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+	var name string
+	if p.Name != nil {
+		if err := checkText("name", p.Name, MaxAPIKeyNameBytes); err != nil {
+			return Result{}, err
+		}
+		name = *p.Name
+	}
+	requested, err := parseScopes(p.Scopes)
+	if err != nil {
+		return Result{}, err
+	}
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
+		return e.ask(h.pid, &createKey{caller: c, name: name, scopes: requested, idem: ip})
+	}))
+}
+
+func parseScopes(names []string) (scopes.Set, *apierr.Error) {
+	if len(names) == 0 {
+		return 0, apierr.Invalid("scopes", "scopes must list at least one scope").WithDetails("allowed", scopes.All.Names())
+	}
+	if len(names) > scopes.MaxScopesPerKey {
+		return 0, apierr.Invalid("scopes", "scopes may list at most %d scopes", scopes.MaxScopesPerKey)
+	}
+	var set scopes.Set
+	for _, n := range names {
+		s, ok := scopes.Parse(n)
+		if !ok {
+			return 0, apierr.Invalid("scopes", "unknown scope %q", n).WithDetails("allowed", scopes.All.Names())
+		}
+		if set.Has(s) {
+			return 0, apierr.Invalid("scopes", "scope %q is listed twice", n)
+		}
+		set |= scopes.Set(s)
+	}
+	return set, nil
+}
+
+// ListAPIKeys lists the project's keys, active and revoked, newest first.
+func (e *Engine) ListAPIKeys(c *Caller, limit int) ([]byte, *apierr.Error) {
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixKeyIdx, c.ProjectID), limit, false, nil)
+}
+
+// RevokeAPIKey revokes a key (DELETE /v1/api-keys/{id}); idempotent.
+func (e *Engine) RevokeAPIKey(c *Caller, keyID string) (Result, *apierr.Error) {
+	if !ids.Valid(keyID, ids.APIKey) {
+		return Result{}, apierr.New(apierr.APIKeyNotFound, "no API key %q in this project", keyID)
+	}
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.ask(h.pid, &revokeKey{caller: c, keyID: keyID}))
+}
+
+// ProjectLimits returns the project's effective limits.
+func (e *Engine) ProjectLimits(c *Caller) ([]byte, *apierr.Error) {
+	h, err := e.projectOf(c)
+	if err != nil {
+		return nil, err
+	}
+	l := e.limitsOf(h.shared.project.Load())
+	return mustJSON(struct {
+		Object    string `json:"object"`
+		ProjectID string `json:"project_id"`
+		Limits
+	}{"project_limits", c.ProjectID, l}), nil
+}
+
+// ListAuditLogs lists the project's audit log, newest first.
+func (e *Engine) ListAuditLogs(c *Caller, limit int) ([]byte, *apierr.Error) {
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixAudit, c.ProjectID), limit, false, nil)
+}
+
+// listPage renders a page envelope of the newest limit entries under
+// prefix. fetch maps an index value to its record; nil means the index value
+// is the record. has_more is true only when an entry exists beyond the page.
+func (e *Engine) listPage(prefix []byte, limit int, withCursor bool, fetch func(value []byte) ([]byte, error)) ([]byte, *apierr.Error) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"object":"list","data":[`)
+	n := 0
+	hasMore := false
+	var fetchErr error
+	err := e.store.Scan(prefix, limit+1, func(_, value []byte) bool {
+		if n == limit {
+			hasMore = true
+			return false
+		}
+		record := value
+		if fetch != nil {
+			var err error
+			if record, err = fetch(value); err != nil {
+				fetchErr = err
+				return false
+			}
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(record)
+		n++
+		return true
+	})
+	if err == nil {
+		err = fetchErr
+	}
+	if err != nil {
+		return nil, apierr.New(apierr.Internal, "could not read the list")
+	}
+	buf.WriteString(`],"page":{"has_more":`)
+	fmt.Fprint(&buf, hasMore)
+	if withCursor {
+		buf.WriteString(`,"next_cursor":null`)
+	}
+	buf.WriteString(`}}`)
+	return buf.Bytes(), nil
+}
+
+func notFoundOrInternal(err error, notFound *apierr.Error) *apierr.Error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return notFound
+	}
+	return apierr.New(apierr.Internal, "could not read the record")
+}
+
+// --- bootstrap -----------------------------------------------------------
+
+// ErrAlreadyInitialized is returned by Bootstrap on an initialised data dir.
+var ErrAlreadyInitialized = errors.New("the data directory is already initialised")
+
+var initializedKey = persistence.Key(persistence.PrefixMeta, "initialized")
+
+// Initialized reports whether the store was bootstrapped.
+func Initialized(s *persistence.Store) (bool, error) {
+	_, err := s.Get(initializedKey)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// BootstrapResult is printed once by `rtcd init`.
+type BootstrapResult struct {
+	AccountID string `json:"account_id"`
+	ProjectID string `json:"project_id"`
+	APIKeyID  string `json:"api_key_id"`
+	APIKey    string `json:"api_key"`
+}
+
+// Bootstrap creates the first workspace, its project and an API key holding
+// every scope, in one durable batch. Run before the engine starts.
+func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock) (BootstrapResult, error) {
+	if ok, err := Initialized(s); err != nil || ok {
+		if err == nil {
+			err = ErrAlreadyInitialized
+		}
+		return BootstrapResult{}, err
+	}
+	now := clk.Now()
+	accountID := ids.New(ids.Account)
+	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: "Default project", Status: ProjectActive, CreatedAt: now}
+	secret, err := auth.NewAPIKeySecret()
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	operator := Actor{Type: "operator", ID: "rtcd init"}
+	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
+		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
+	state := newProjectState(project)
+	state.apply(&projectEvent{APIKeyCreated: &key})
+
+	b := s.NewBatch()
+	_ = b.Set(persistence.Key(persistence.PrefixMeta, "account/"+accountID), mustJSON(map[string]string{
+		"id": accountID, "name": "Default workspace", "created_at": Timestamp(now)}), nil)
+	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
+	persistence.WriteSnapshotAt(b, "project/"+project.ID, 0, encode(state))
+	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()), nil)
+	audit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
+		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
+		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
+	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit), nil)
+	_ = b.Set(initializedKey, []byte(Timestamp(now)), nil)
+	if err := s.CommitAndWait(b); err != nil {
+		return BootstrapResult{}, err
+	}
+	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret}, nil
+}

@@ -1,0 +1,381 @@
+package actors
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/clock"
+	"rtcd/persistence"
+	"rtcd/ratelimit"
+	"rtcd/scopes"
+)
+
+// Named bounds of the engine.
+const (
+	// mailboxCapacity bounds each actor's mailbox. A sender blocks when it is
+	// full (protoactor's Bounded mailbox), so load sheds at the HTTP server's
+	// concurrency limit instead of growing memory.
+	mailboxCapacity = 4096
+	// askTimeout bounds how long a request waits for its actor; past it the
+	// caller gets service_unavailable.
+	askTimeout = 10 * time.Second
+	// idempotencyRetention is the spec's 24 hours.
+	idempotencyRetention = 24 * time.Hour
+	// idempotencyInFlightTimeout frees an in-progress key whose request never
+	// finished (its caller vanished), so the key does not stay blocked.
+	idempotencyInFlightTimeout = time.Minute
+	// roomPassivateAfter is how long an ended room's actor stays in memory
+	// answering room_ended before it is stopped; later reads use its record.
+	roomPassivateAfter = time.Minute
+	// sweepInterval is how often rooms check expiry and passivation.
+	sweepInterval = time.Second
+	// idempotencySweepInterval is how often projects delete expired
+	// idempotency records.
+	idempotencySweepInterval = 10 * time.Minute
+)
+
+// sweep asks an actor to do its periodic housekeeping.
+type sweep struct{}
+
+// Settings are the engine's configuration.
+type Settings struct {
+	Region                string
+	MediaURL              string
+	DefaultLimits         Limits // for projects without limits of their own
+	ConnectPerIPPerMinute int
+	MediaTokenTTL         time.Duration
+	SnapshotEveryEvents   int
+}
+
+// Engine runs the actors and is the API the HTTP layer calls.
+type Engine struct {
+	settings Settings
+	store    *persistence.Store
+	system   *actor.ActorSystem
+	clock    clock.Clock
+	limiter  ratelimit.Store
+	keys     auth.Keys
+	aead     cipher.AEAD // seals idempotency records
+	apiKeys  keyRegistry
+
+	projects sync.Map // project id -> *projectHandle
+	rooms    sync.Map // room id -> *roomHandle (live room actors only)
+
+	recovering sync.WaitGroup
+
+	// Gauges and counters read by package metrics.
+	activeRooms        atomic.Int64
+	activeParticipants atomic.Int64
+	projectMailbox     atomic.Int64
+	roomMailbox        atomic.Int64
+	connectResults     func(code string) // observes each connect's outcome; may be nil
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type projectHandle struct {
+	pid    *actor.PID
+	shared *projectShared
+}
+
+// projectShared is what a project publishes to its rooms: an immutable view
+// of its record behind an atomic pointer, and the project-wide active
+// participant counter that rooms acquire with compare-and-swap.
+type projectShared struct {
+	project            atomic.Pointer[Project]
+	activeParticipants atomic.Int64
+}
+
+type roomHandle struct {
+	pid       *actor.PID
+	projectID string
+}
+
+// New returns an engine over store. Call Start before use.
+func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
+	idemKey := keys.Idempotency()
+	block, err := aes.NewCipher(idemKey[:])
+	if err != nil {
+		return nil, fmt.Errorf("actors: idempotency cipher: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("actors: idempotency cipher: %w", err)
+	}
+	e := &Engine{
+		settings: s, store: store, clock: clk, limiter: limiter, keys: keys, aead: aead,
+		system: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLogger)),
+		stop:   make(chan struct{}), done: make(chan struct{}),
+	}
+	e.apiKeys.init()
+	return e, nil
+}
+
+// OnConnectResult registers an observer of connect outcomes ("ok" or an error code).
+func (e *Engine) OnConnectResult(f func(code string)) { e.connectResults = f }
+
+// Start recovers every project and its live rooms from their snapshots and
+// journals, and returns once all are ready to serve.
+func (e *Engine) Start() error {
+	e.system.EventStream.Subscribe(e.onDeadLetter)
+	var projectIDs []string
+	err := e.store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
+		projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	recoveryErrs := make(chan error, len(projectIDs)+1)
+	for _, id := range projectIDs {
+		e.spawnProject(id, nil, recoveryErrs)
+	}
+	e.recovering.Wait()
+	close(recoveryErrs)
+	for err := range recoveryErrs {
+		if err != nil {
+			return err
+		}
+	}
+	go e.sweepLoop()
+	return nil
+}
+
+// Stop stops the sweeper and every actor. In-flight replies that wait for a
+// sync are still delivered by the store's syncer until the store closes.
+func (e *Engine) Stop() {
+	close(e.stop)
+	<-e.done
+	e.system.Shutdown()
+}
+
+func (e *Engine) spawnProject(id string, initial *projectState, recoveryErrs chan<- error) *projectHandle {
+	h := &projectHandle{shared: &projectShared{}}
+	a := &projectActor{e: e, id: id, shared: h.shared, initial: initial, recoveryErrs: recoveryErrs}
+	e.recovering.Add(1)
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))
+	pid, err := e.system.Root.SpawnNamed(props, "project/"+id)
+	if err != nil {
+		panic(fmt.Sprintf("actors: spawning project %s: %v", id, err)) // names are unique ids: a bug
+	}
+	h.pid = pid
+	e.projects.Store(id, h)
+	return h
+}
+
+func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, recoveryErrs chan<- error) {
+	a := &roomActor{e: e, id: id, project: project.shared, projectID: projectID, recoveryErrs: recoveryErrs}
+	if recoveryErrs != nil {
+		e.recovering.Add(1)
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.roomMailbox})))
+	pid, err := e.system.Root.SpawnNamed(props, "room/"+id)
+	if err != nil {
+		panic(fmt.Sprintf("actors: spawning room %s: %v", id, err))
+	}
+	e.rooms.Store(id, &roomHandle{pid: pid, projectID: projectID})
+}
+
+// sweepLoop asks every live room to check its expiry and passivation, on a
+// real ticker; the rooms compare against the injected clock.
+func (e *Engine) sweepLoop() {
+	defer close(e.done)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	lastIdempotencySweep := e.clock.Now()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.rooms.Range(func(_, v any) bool {
+				e.system.Root.Send(v.(*roomHandle).pid, sweep{})
+				return true
+			})
+			if now := e.clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
+				lastIdempotencySweep = now
+				e.projects.Range(func(_, v any) bool {
+					e.system.Root.Send(v.(*projectHandle).pid, sweep{})
+					return true
+				})
+			}
+		}
+	}
+}
+
+// --- asking actors ---------------------------------------------------------
+
+// reply is what an actor answers a command with.
+type reply struct {
+	status   int    // HTTP status on success
+	body     []byte // encoded JSON on success
+	err      *apierr.Error
+	replayed bool // an idempotent replay of a stored response
+	gone     bool // the actor stopped before it read the message
+}
+
+// Result is an operation's outcome as the HTTP layer sees it.
+type Result struct {
+	Status   int
+	Body     []byte
+	Replayed bool
+}
+
+// replyTo is embedded in every command; it carries the reply channel.
+type replyTo struct{ ch chan reply }
+
+func (r *replyTo) respond(x reply)      { r.ch <- x } // buffered with room for exactly one reply
+func (r *replyTo) attach(ch chan reply) { r.ch = ch }
+
+type command interface {
+	respond(reply)
+	attach(chan reply)
+}
+
+var errUnavailable = apierr.New(apierr.ServiceUnavailable, "the service did not answer in time; retry the request")
+
+func (e *Engine) ask(pid *actor.PID, c command) reply {
+	ch := make(chan reply, 1)
+	c.attach(ch)
+	e.system.Root.Send(pid, c)
+	t := time.NewTimer(askTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r
+	case <-t.C:
+		return reply{err: errUnavailable}
+	}
+}
+
+// onDeadLetter answers commands sent to an actor that stopped (a passivated
+// room) so the caller does not wait for the timeout; the caller then falls
+// back to the stored record.
+func (e *Engine) onDeadLetter(evt any) {
+	dl, ok := evt.(*actor.DeadLetterEvent)
+	if !ok {
+		return
+	}
+	msg := dl.Message
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	if c, ok := msg.(command); ok {
+		c.respond(reply{gone: true})
+	}
+}
+
+func (e *Engine) project(id string) (*projectHandle, bool) {
+	v, ok := e.projects.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return v.(*projectHandle), true
+}
+
+func (e *Engine) room(id string) (*roomHandle, bool) {
+	v, ok := e.rooms.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return v.(*roomHandle), true
+}
+
+// limitsOf returns a project's effective limits: its own, or the current defaults.
+func (e *Engine) limitsOf(p *Project) Limits {
+	if p.Limits != nil {
+		return *p.Limits
+	}
+	return e.settings.DefaultLimits
+}
+
+// allowRate consults the rate counter store and turns a denial into a 429.
+func (e *Engine) allowRate(key, what string, limitPerMinute int) *apierr.Error {
+	d := e.limiter.Allow(key, limitPerMinute, e.clock.Now())
+	if d.Allowed {
+		return nil
+	}
+	return apierr.RateLimitedError(what, d.Limit, d.RetryAfterSeconds)
+}
+
+// --- mailbox depth ---------------------------------------------------------
+
+// depthCounter is a mailbox middleware that keeps the number of queued user
+// messages of one actor kind, for the rtcd_actor_mailbox_depth gauge.
+type depthCounter struct{ n *atomic.Int64 }
+
+func (d depthCounter) MailboxStarted()     {}
+func (d depthCounter) MessagePosted(any)   { d.n.Add(1) }
+func (d depthCounter) MessageReceived(any) { d.n.Add(-1) }
+func (d depthCounter) MailboxEmpty()       {}
+func quietActorLogger(*actor.ActorSystem) *slog.Logger {
+	return slog.Default().With("component", "actor")
+}
+
+// Stats is a point-in-time reading for the metrics package.
+type Stats struct {
+	ActiveRooms, ActiveParticipants       int64
+	ProjectMailboxDepth, RoomMailboxDepth int64
+}
+
+// Stats reads the engine's gauges.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		ActiveRooms: e.activeRooms.Load(), ActiveParticipants: e.activeParticipants.Load(),
+		ProjectMailboxDepth: e.projectMailbox.Load(), RoomMailboxDepth: e.roomMailbox.Load(),
+	}
+}
+
+// Region is the server's configured region.
+func (e *Engine) Region() string { return e.settings.Region }
+
+var errNotReady = errors.New("actors: not ready")
+
+// --- API key registry ------------------------------------------------------
+
+// KeyRecord is what authentication needs to know of an active API key.
+type KeyRecord struct {
+	KeyID     string
+	ProjectID string
+	Scopes    scopes.Set
+}
+
+// keyRegistry maps a key's hash to its record. Published by the project
+// actors as an immutable map behind an atomic pointer (copy on write), so
+// every request reads it without a lock.
+type keyRegistry struct {
+	m atomic.Pointer[map[[32]byte]*KeyRecord]
+}
+
+func (r *keyRegistry) init() {
+	m := make(map[[32]byte]*KeyRecord)
+	r.m.Store(&m)
+}
+
+func (r *keyRegistry) lookup(hash [32]byte) *KeyRecord { return (*r.m.Load())[hash] }
+
+func (r *keyRegistry) update(f func(m map[[32]byte]*KeyRecord)) {
+	for {
+		old := r.m.Load()
+		next := make(map[[32]byte]*KeyRecord, len(*old)+1)
+		for k, v := range *old {
+			next[k] = v
+		}
+		f(next)
+		if r.m.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}

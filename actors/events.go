@@ -1,0 +1,145 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/goccy/go-json"
+)
+
+// roomEvent is one entry of a room's journal. Exactly one field is set.
+// Past tense: each says what happened, never what was asked.
+type roomEvent struct {
+	ParticipantCreated   *Participant          `json:"participant_created,omitempty"`
+	ParticipantConnected *participantConnected `json:"participant_connected,omitempty"`
+	ParticipantRemoved   *participantRemoved   `json:"participant_removed,omitempty"`
+	RoomEndingStarted    *roomEndingStarted    `json:"room_ending_started,omitempty"`
+	RoomEnded            *roomEnded            `json:"room_ended,omitempty"`
+}
+
+type participantConnected struct {
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	At            time.Time `json:"at"`
+}
+
+type participantRemoved struct {
+	ParticipantID string    `json:"participant_id"`
+	At            time.Time `json:"at"`
+}
+
+type roomEndingStarted struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+type roomEnded struct {
+	At time.Time `json:"at"`
+}
+
+// roomState is everything a room actor owns. It is also its snapshot.
+type roomState struct {
+	Room         Room                    `json:"room"`
+	Participants map[string]*Participant `json:"participants"`
+	// Connected is the number of participants holding a cap slot; derived
+	// from Participants, kept so the connect check is O(1).
+	Connected int `json:"connected"`
+}
+
+func newRoomState(r Room) *roomState {
+	return &roomState{Room: r, Participants: make(map[string]*Participant)}
+}
+
+// apply changes the state by one event. It is pure (no I/O, no clock) and
+// is used both at run time and on replay; validation happened before the
+// event was produced, so apply trusts it.
+func (s *roomState) apply(e *roomEvent) {
+	switch {
+	case e.ParticipantCreated != nil:
+		p := *e.ParticipantCreated
+		s.Participants[p.ID] = &p
+	case e.ParticipantConnected != nil:
+		p := s.Participants[e.ParticipantConnected.ParticipantID]
+		if p.Status == ParticipantCreated {
+			p.Status = ParticipantConnected
+			p.ConnectedAt = e.ParticipantConnected.At
+			s.Connected++
+		}
+	case e.ParticipantRemoved != nil:
+		p := s.Participants[e.ParticipantRemoved.ParticipantID]
+		if p.counts() {
+			s.Connected--
+		}
+		p.Status = ParticipantRemoved
+		p.EndedAt = e.ParticipantRemoved.At
+	case e.RoomEndingStarted != nil:
+		s.Room.Status = RoomEnding
+		s.Room.EndReason = e.RoomEndingStarted.Reason
+	case e.RoomEnded != nil:
+		s.Room.Status = RoomEnded
+		s.Room.EndedAt = e.RoomEnded.At
+		for _, p := range s.Participants {
+			if p.Status == ParticipantCreated || p.Status == ParticipantConnected {
+				p.Status = ParticipantEnded
+				p.EndedAt = e.RoomEnded.At
+			}
+		}
+		s.Connected = 0
+	}
+}
+
+// projectEvent is one entry of a project's journal. Exactly one field is set.
+type projectEvent struct {
+	RoomCreated   *roomRef      `json:"room_created,omitempty"`
+	RoomClosed    *roomRef      `json:"room_closed,omitempty"`
+	APIKeyCreated *APIKey       `json:"api_key_created,omitempty"`
+	APIKeyRevoked *apiKeyRevoke `json:"api_key_revoked,omitempty"`
+}
+
+type roomRef struct {
+	RoomID string `json:"room_id"`
+}
+
+type apiKeyRevoke struct {
+	KeyID string    `json:"key_id"`
+	At    time.Time `json:"at"`
+}
+
+// projectState is everything a project actor owns. It is also its snapshot.
+type projectState struct {
+	Project     Project             `json:"project"`
+	ActiveRooms map[string]struct{} `json:"active_rooms"` // rooms not yet ended
+	Keys        map[string]*APIKey  `json:"keys"`
+	ActiveKeys  int                 `json:"active_keys"`
+}
+
+func newProjectState(p Project) *projectState {
+	return &projectState{Project: p, ActiveRooms: make(map[string]struct{}), Keys: make(map[string]*APIKey)}
+}
+
+// apply changes the state by one event; pure, as roomState.apply.
+func (s *projectState) apply(e *projectEvent) {
+	switch {
+	case e.RoomCreated != nil:
+		s.ActiveRooms[e.RoomCreated.RoomID] = struct{}{}
+	case e.RoomClosed != nil:
+		delete(s.ActiveRooms, e.RoomClosed.RoomID)
+	case e.APIKeyCreated != nil:
+		k := *e.APIKeyCreated
+		s.Keys[k.ID] = &k
+		s.ActiveKeys++
+	case e.APIKeyRevoked != nil:
+		k := s.Keys[e.APIKeyRevoked.KeyID]
+		if k.RevokedAt.IsZero() {
+			k.RevokedAt = e.APIKeyRevoked.At
+			s.ActiveKeys--
+		}
+	}
+}
+
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("actors: encoding state failed: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,195 @@
+package actors
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+
+	"rtcd/apierr"
+	"rtcd/persistence"
+)
+
+// Idempotency (spec 8.5). A key is scoped to the caller within a project:
+// the record's storage key is SHA-256(project, caller, Idempotency-Key). The
+// record is written by the actor that performs the create, in the same batch
+// as the create itself, so a crash can never keep the effect and lose the
+// record (or the reverse). Only 2xx responses are stored. Records are sealed
+// with AES-256-GCM under a key derived from the server's master secret, the
+// storage key as additional data, so a stored response (which may hold a
+// participant token or an API key secret) is never on disk in clear.
+//
+// The project actor serialises concurrent requests with one key: the first
+// marks the key in flight; any other request with that key gets
+// idempotency_in_progress until the first has finished.
+
+// MaxIdempotencyKeyBytes bounds the Idempotency-Key header.
+const MaxIdempotencyKeyBytes = 255
+
+// idemSealedHeaderBytes: request hash (32) + created at (8) + status (2).
+const idemSealedHeaderBytes = 32 + 8 + 2
+
+// IdempotencyRequest identifies one request made with an Idempotency-Key.
+type IdempotencyRequest struct {
+	Key         string   // the header's value
+	RequestHash [32]byte // SHA-256 of method, path and body
+}
+
+// HashRequest is the request hash compared on reuse of a key.
+func HashRequest(method, path string, body []byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(body)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// idemPending is an in-flight idempotent request, carried in the create
+// command so the executing actor can write the record in its batch.
+type idemPending struct {
+	projectID   string
+	scope       [32]byte
+	requestHash [32]byte
+}
+
+// storeKey is id/<projectID>/<scope>: per project, so the project actor can
+// sweep its own expired records while it knows which keys are in flight.
+func (p *idemPending) storeKey() []byte {
+	k := persistence.IndexPrefix(persistence.PrefixIdem, p.projectID)
+	return append(k, p.scope[:]...)
+}
+
+func idemScope(projectID, callerID, key string) [32]byte {
+	return sha256.Sum256([]byte(projectID + "\x00" + callerID + "\x00" + key))
+}
+
+// seal encrypts a stored response for p.
+func (e *Engine) seal(p *idemPending, status int, body []byte) []byte {
+	plain := make([]byte, idemSealedHeaderBytes, idemSealedHeaderBytes+len(body))
+	copy(plain, p.requestHash[:])
+	binary.BigEndian.PutUint64(plain[32:], uint64(e.clock.Now().UnixNano()))
+	binary.BigEndian.PutUint16(plain[40:], uint16(status))
+	plain = append(plain, body...)
+	nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(plain)+e.aead.Overhead())
+	_, _ = rand.Read(nonce)
+	return e.aead.Seal(nonce, nonce, plain, p.storeKey())
+}
+
+type storedResponse struct {
+	requestHash [32]byte
+	createdAt   time.Time
+	status      int
+	body        []byte
+}
+
+// open decrypts a stored response; ok is false when it cannot be read.
+func (e *Engine) open(storeKey, sealed []byte) (storedResponse, bool) {
+	var r storedResponse
+	n := e.aead.NonceSize()
+	if len(sealed) < n {
+		return r, false
+	}
+	plain, err := e.aead.Open(nil, sealed[:n], sealed[n:], storeKey)
+	if err != nil || len(plain) < idemSealedHeaderBytes {
+		return r, false
+	}
+	copy(r.requestHash[:], plain)
+	r.createdAt = time.Unix(0, int64(binary.BigEndian.Uint64(plain[32:])))
+	r.status = int(binary.BigEndian.Uint16(plain[40:]))
+	r.body = plain[idemSealedHeaderBytes:]
+	return r, true
+}
+
+// lookupStored returns the unexpired stored response for p, if any.
+func (e *Engine) lookupStored(p *idemPending) (storedResponse, bool) {
+	key := p.storeKey()
+	sealed, err := e.store.Get(key)
+	if err != nil {
+		return storedResponse{}, false
+	}
+	r, ok := e.open(key, sealed)
+	if !ok || e.clock.Now().Sub(r.createdAt) >= idempotencyRetention {
+		return storedResponse{}, false
+	}
+	return r, true
+}
+
+// idemBegin asks the project actor to admit an idempotent request.
+type idemBegin struct {
+	replyTo
+	pending *idemPending
+}
+
+// idemEnd tells the project actor the request finished (either way).
+type idemEnd struct {
+	scope [32]byte
+}
+
+// idempotent runs op at most once per (caller, key) within the project.
+func (e *Engine) idempotent(c *Caller, req *IdempotencyRequest, op func(p *idemPending) reply) reply {
+	if req == nil || req.Key == "" {
+		return op(nil)
+	}
+	h, ok := e.project(c.ProjectID)
+	if !ok {
+		return reply{err: apierr.New(apierr.AuthenticationFailed, "the project of this credential no longer exists")}
+	}
+	p := &idemPending{projectID: c.ProjectID, scope: idemScope(c.ProjectID, c.ActorID, req.Key), requestHash: req.RequestHash}
+	r := e.ask(h.pid, &idemBegin{pending: p})
+	if r.err != nil || r.replayed {
+		return r
+	}
+	res := op(p)
+	e.system.Root.Send(h.pid, &idemEnd{scope: p.scope})
+	return res
+}
+
+// checkIdempotency is the project actor's rule for an arriving key.
+func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPending) reply {
+	now := e.clock.Now()
+	if started, busy := inFlight[p.scope]; busy && now.Sub(started) < idempotencyInFlightTimeout {
+		return reply{err: apierr.New(apierr.IdempotencyInProgress,
+			"a request with this Idempotency-Key is still in progress; retry after it completes")}
+	}
+	if stored, ok := e.lookupStored(p); ok {
+		if stored.requestHash != p.requestHash {
+			return reply{err: apierr.New(apierr.Conflict,
+				"this Idempotency-Key was already used with a different method, path or body").
+				WithDetails("reason", "idempotency_key_reused")}
+		}
+		return reply{status: stored.status, body: stored.body, replayed: true}
+	}
+	inFlight[p.scope] = now
+	return reply{}
+}
+
+// idempotencySweepBatch bounds how many expired records one sweep deletes.
+const idempotencySweepBatch = 1000
+
+// expiredIdempotencyKeys lists up to idempotencySweepBatch of a project's
+// records past the retention, skipping keys in flight. Lookups ignore
+// expired records anyway; deleting them only reclaims disk. Called by the
+// project actor, which is the only writer admitting keys, so a key it is
+// deleting cannot be re-admitted concurrently.
+func (e *Engine) expiredIdempotencyKeys(projectID string, inFlight map[[32]byte]time.Time) [][]byte {
+	prefix := persistence.IndexPrefix(persistence.PrefixIdem, projectID)
+	var expired [][]byte
+	now := e.clock.Now()
+	_ = e.store.Scan(prefix, 0, func(key, value []byte) bool {
+		var scope [32]byte
+		copy(scope[:], key[len(prefix):])
+		if _, busy := inFlight[scope]; busy {
+			return true
+		}
+		r, ok := e.open(key, value)
+		if !ok || now.Sub(r.createdAt) >= idempotencyRetention {
+			expired = append(expired, append([]byte(nil), key...))
+		}
+		return len(expired) < idempotencySweepBatch
+	})
+	return expired
+}

@@ -1,0 +1,212 @@
+package actors
+
+import (
+	"bytes"
+	stdjson "encoding/json"
+	"unicode/utf8"
+
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+)
+
+// Named bounds of request fields. docs/api.md lists them.
+const (
+	MaxNameBytes       = 128
+	MaxExternalIDBytes = 128
+	MaxMetadataBytes   = 4096 // encoded JSON object
+
+	RoomExpiresInMinSeconds     = 60
+	RoomExpiresInMaxSeconds     = 7 * 24 * 3600
+	RoomExpiresInDefaultSeconds = 24 * 3600
+
+	ParticipantExpiresInMinSeconds     = 60
+	ParticipantExpiresInMaxSeconds     = 24 * 3600
+	ParticipantExpiresInDefaultSeconds = 3600
+
+	// MaxParticipantSessionsPerRoom bounds how many participant sessions one
+	// room can ever create, so a room's state and snapshot stay bounded.
+	MaxParticipantSessionsPerRoom = 10000
+
+	// MaxAPIKeyNameBytes bounds an API key's name.
+	MaxAPIKeyNameBytes = 128
+	// MaxActiveAPIKeysPerProject is the spec's fixed limit (section 8).
+	MaxActiveAPIKeysPerProject = 50
+	// APIKeyCreatesPerMinute is the spec's fixed abuse guard (section 8).
+	APIKeyCreatesPerMinute = 20
+)
+
+// RoomParams is the body of POST /v1/rooms. Pointers tell absent from zero.
+type RoomParams struct {
+	Name            *string         `json:"name"`
+	MaxParticipants *int            `json:"max_participants"`
+	ExpiresIn       *int            `json:"expires_in"`
+	Region          *string         `json:"region"`
+	Metadata        json.RawMessage `json:"metadata"`
+}
+
+// ParticipantParams is the body of POST /v1/rooms/{room_id}/participants.
+type ParticipantParams struct {
+	ExternalID *string         `json:"external_id"`
+	Name       *string         `json:"name"`
+	Role       *string         `json:"role"`
+	ExpiresIn  *int            `json:"expires_in"`
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+// APIKeyParams is the body of POST /v1/api-keys.
+type APIKeyParams struct {
+	Name   *string  `json:"name"`
+	Scopes []string `json:"scopes"`
+}
+
+// ConnectParams is the body of POST /v1/connect.
+type ConnectParams struct {
+	Token string     `json:"token"`
+	SDK   *SDKParams `json:"sdk"`
+}
+
+// SDKParams describes the calling client SDK.
+type SDKParams struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Platform string `json:"platform"`
+}
+
+// MaxSDKFieldBytes bounds each string of the connect request's sdk object.
+const MaxSDKFieldBytes = 64
+
+func checkText(field string, v *string, maxBytes int) *apierr.Error {
+	if v == nil {
+		return nil
+	}
+	if len(*v) > maxBytes {
+		return apierr.Invalid(field, "%s must be at most %d bytes", field, maxBytes)
+	}
+	if !utf8.ValidString(*v) {
+		return apierr.Invalid(field, "%s must be valid UTF-8", field)
+	}
+	for _, r := range *v {
+		if r < 0x20 || r == 0x7f {
+			return apierr.Invalid(field, "%s must not contain control characters", field)
+		}
+	}
+	return nil
+}
+
+func checkSeconds(field string, v *int, minSeconds, maxSeconds, defaultSeconds int) (int, *apierr.Error) {
+	if v == nil {
+		return defaultSeconds, nil
+	}
+	if *v < minSeconds || *v > maxSeconds {
+		return 0, apierr.Invalid(field, "%s must be an integer from %d to %d (seconds)", field, minSeconds, maxSeconds)
+	}
+	return *v, nil
+}
+
+// checkMetadata accepts an absent or null metadata, or a JSON object of at
+// most MaxMetadataBytes. It returns the value to store (nil for none).
+func checkMetadata(m json.RawMessage) (json.RawMessage, *apierr.Error) {
+	if len(m) == 0 || string(m) == "null" {
+		return nil, nil
+	}
+	if len(m) > MaxMetadataBytes {
+		return nil, apierr.Invalid("metadata", "metadata must be at most %d bytes of JSON", MaxMetadataBytes)
+	}
+	compact, err := compactJSON(m)
+	if err != nil || len(compact) == 0 || compact[0] != '{' {
+		return nil, apierr.Invalid("metadata", "metadata must be a JSON object")
+	}
+	return compact, nil
+}
+
+// compactJSON removes insignificant whitespace, keeping numbers exactly as
+// sent (decoding into interfaces would round them through float64).
+func compactJSON(m json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := stdjson.Compact(&buf, m); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// validatedRoom holds RoomParams after the checks that need no state.
+type validatedRoom struct {
+	name            string
+	maxParticipants int // 0: the project's max_participants_per_room
+	expiresInSecs   int
+	region          string
+	metadata        json.RawMessage
+}
+
+func validateRoom(p *RoomParams, serverRegion string) (validatedRoom, *apierr.Error) {
+	var v validatedRoom
+	if err := checkText("name", p.Name, MaxNameBytes); err != nil {
+		return v, err
+	}
+	if p.Name != nil {
+		v.name = *p.Name
+	}
+	if p.MaxParticipants != nil {
+		if *p.MaxParticipants < 1 {
+			return v, apierr.Invalid("max_participants", "max_participants must be at least 1")
+		}
+		v.maxParticipants = *p.MaxParticipants
+	}
+	secs, err := checkSeconds("expires_in", p.ExpiresIn, RoomExpiresInMinSeconds, RoomExpiresInMaxSeconds, RoomExpiresInDefaultSeconds)
+	if err != nil {
+		return v, err
+	}
+	v.expiresInSecs = secs
+	v.region = serverRegion
+	if p.Region != nil && *p.Region != serverRegion {
+		return v, apierr.Invalid("region", "region must be %q, the region this server runs in", serverRegion).
+			WithDetails("allowed", []string{serverRegion})
+	}
+	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+type validatedParticipant struct {
+	externalID    string
+	name          string
+	role          string
+	expiresInSecs int
+	metadata      json.RawMessage
+}
+
+func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Error) {
+	var v validatedParticipant
+	if err := checkText("external_id", p.ExternalID, MaxExternalIDBytes); err != nil {
+		return v, err
+	}
+	if err := checkText("name", p.Name, MaxNameBytes); err != nil {
+		return v, err
+	}
+	if p.ExternalID != nil {
+		v.externalID = *p.ExternalID
+	}
+	if p.Name != nil {
+		v.name = *p.Name
+	}
+	v.role = RolePublisher
+	if p.Role != nil {
+		switch *p.Role {
+		case RolePublisher, RoleSubscriber:
+			v.role = *p.Role
+		default:
+			return v, apierr.Invalid("role", "role must be %q or %q", RolePublisher, RoleSubscriber).
+				WithDetails("allowed", []string{RolePublisher, RoleSubscriber})
+		}
+	}
+	secs, err := checkSeconds("expires_in", p.ExpiresIn, ParticipantExpiresInMinSeconds, ParticipantExpiresInMaxSeconds, ParticipantExpiresInDefaultSeconds)
+	if err != nil {
+		return v, err
+	}
+	v.expiresInSecs = secs
+	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+		return v, err
+	}
+	return v, nil
+}

@@ -1,0 +1,313 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/ids"
+	"rtcd/persistence"
+	"rtcd/scopes"
+)
+
+// Caller is the authenticated principal of a request.
+type Caller struct {
+	ProjectID string
+	ActorType string // "api_key" (dashboard users arrive with the dashboard issue)
+	ActorID   string
+	Scopes    scopes.Set
+	RequestID string
+	SourceIP  string
+}
+
+func (c *Caller) actor() Actor { return Actor{Type: c.ActorType, ID: c.ActorID} }
+
+// Project actor commands.
+type (
+	createRoom struct {
+		replyTo
+		caller *Caller
+		params validatedRoom
+		idem   *idemPending
+	}
+	createKey struct {
+		replyTo
+		caller *Caller
+		name   string
+		scopes scopes.Set
+		idem   *idemPending
+	}
+	revokeKey struct {
+		replyTo
+		caller *Caller
+		keyID  string
+	}
+	// roomClosed tells the project a room ended; sent by the room, no reply.
+	roomClosed struct{ roomID string }
+)
+
+// projectActor owns one project: its record, its set of active rooms (the
+// max_active_rooms cap), its API keys and the idempotency keys in flight.
+type projectActor struct {
+	e            *Engine
+	id           string
+	shared       *projectShared
+	journal      *persistence.Journal
+	state        *projectState
+	initial      *projectState // set when the project is created at run time
+	recoveryErrs chan<- error
+
+	idemInFlight map[[32]byte]time.Time
+}
+
+func (a *projectActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.recover()
+	case *createRoom:
+		a.createRoom(m)
+	case *createKey:
+		a.createKey(m)
+	case *revokeKey:
+		a.revokeKey(m)
+	case *idemBegin:
+		m.respond(a.e.checkIdempotency(a.idemInFlight, m.pending))
+	case *idemEnd:
+		delete(a.idemInFlight, m.scope)
+	case *roomClosed:
+		a.roomClosed(m)
+	case sweep:
+		a.sweepIdempotency()
+	}
+}
+
+func (a *projectActor) recover() {
+	defer a.e.recovering.Done()
+	a.idemInFlight = make(map[[32]byte]time.Time)
+	a.journal = persistence.NewJournal(a.e.store, "project/"+a.id, a.e.settings.SnapshotEveryEvents)
+	_, err := a.journal.Recover(
+		func(state []byte) error {
+			a.state = &projectState{}
+			return json.Unmarshal(state, a.state)
+		},
+		func(event []byte) error {
+			var ev projectEvent
+			if err := json.Unmarshal(event, &ev); err != nil {
+				return err
+			}
+			a.state.apply(&ev)
+			return nil
+		})
+	if err == nil && a.state == nil {
+		err = fmt.Errorf("actors: project %s has no snapshot", a.id)
+	}
+	if err != nil {
+		a.recoveryErrs <- err
+		return
+	}
+	if a.state.ActiveRooms == nil {
+		a.state.ActiveRooms = make(map[string]struct{})
+	}
+	if a.state.Keys == nil {
+		a.state.Keys = make(map[string]*APIKey)
+	}
+	a.publish()
+	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
+		for _, k := range a.state.Keys {
+			if k.RevokedAt.IsZero() {
+				m[k.Hash] = &KeyRecord{KeyID: k.ID, ProjectID: a.id, Scopes: scopes.Set(k.Scopes)}
+			}
+		}
+	})
+	h, _ := a.e.project(a.id)
+	for roomID := range a.state.ActiveRooms {
+		a.e.spawnRoom(roomID, h, a.id, a.recoveryErrs)
+	}
+	a.e.activeRooms.Add(int64(len(a.state.ActiveRooms)))
+}
+
+// publish makes the project record visible to rooms and the HTTP layer.
+func (a *projectActor) publish() {
+	p := a.state.Project
+	a.shared.project.Store(&p)
+}
+
+// record appends events to the journal in b, applies them to the state, and
+// adds a snapshot to b when one is due. The caller adds the read records and
+// commits b; nothing is acknowledged before that commit is durable.
+func (a *projectActor) record(b *pebble.Batch, events ...projectEvent) {
+	for i := range events {
+		a.journal.Append(b, encode(&events[i]))
+		a.state.apply(&events[i])
+	}
+	if a.journal.SnapshotDue() {
+		a.journal.WriteSnapshot(b, encode(a.state))
+	}
+}
+
+func (a *projectActor) createRoom(m *createRoom) {
+	e := a.e
+	p := a.shared.project.Load()
+	limits := e.limitsOf(p)
+	if len(a.state.ActiveRooms) >= limits.MaxActiveRooms {
+		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
+			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
+		return
+	}
+	maxParticipants := m.params.maxParticipants
+	if maxParticipants == 0 {
+		maxParticipants = limits.MaxParticipantsPerRoom
+	}
+	if maxParticipants > limits.MaxParticipantsPerRoom {
+		m.respond(reply{err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
+		return
+	}
+	if err := e.allowRate("room_creates:"+a.id, "room_creates_per_minute", limits.RoomCreatesPerMinute); err != nil {
+		m.respond(reply{err: err})
+		return
+	}
+	now := e.clock.Now()
+	room := Room{
+		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: RoomWaiting, Region: m.params.region,
+		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
+		CreatedAt: now, ExpiresAt: now.Add(time.Duration(m.params.expiresInSecs) * time.Second),
+	}
+	body := mustJSON(room.view())
+
+	b := e.store.NewBatch()
+	persistence.WriteSnapshotAt(b, "room/"+room.ID, 0, encode(newRoomState(room)))
+	_ = b.Set(roomRecordKey(a.id, room.ID), body, nil)
+	_ = b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID), nil)
+	if m.idem != nil {
+		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+	}
+	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
+	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+	h, _ := e.project(a.id)
+	e.spawnRoom(room.ID, h, a.id, nil)
+	e.activeRooms.Add(1)
+}
+
+func (a *projectActor) roomClosed(m *roomClosed) {
+	if _, ok := a.state.ActiveRooms[m.roomID]; !ok {
+		return // already recorded (the room re-announces after a restart)
+	}
+	b := a.e.store.NewBatch()
+	a.record(b, projectEvent{RoomClosed: &roomRef{RoomID: m.roomID}})
+	a.e.store.Commit(b, nil)
+	a.e.activeRooms.Add(-1)
+}
+
+func (a *projectActor) createKey(m *createKey) {
+	e := a.e
+	if !m.caller.Scopes.Contains(m.scopes) {
+		missing := scopes.Set(m.scopes &^ m.caller.Scopes)
+		m.respond(reply{err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
+			WithDetails("missing_scopes", missing.Names())})
+		return
+	}
+	if a.state.ActiveKeys >= MaxActiveAPIKeysPerProject {
+		m.respond(reply{err: apierr.New(apierr.APIKeyLimitReached, "the project has %d active API keys, the maximum; revoke one first", MaxActiveAPIKeysPerProject).
+			WithDetails("limit", MaxActiveAPIKeysPerProject)})
+		return
+	}
+	if err := e.allowRate("api_key_creates:"+a.id, "api_key_creates_per_minute", APIKeyCreatesPerMinute); err != nil {
+		m.respond(reply{err: err})
+		return
+	}
+	secret, err := auth.NewAPIKeySecret()
+	if err != nil {
+		m.respond(reply{err: apierr.New(apierr.Internal, "could not generate a key")})
+		return
+	}
+	now := e.clock.Now()
+	key := APIKey{
+		ID: ids.New(ids.APIKey), Name: m.name, Scopes: uint32(m.scopes), Last4: auth.Last4(secret),
+		Hash: e.keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.actor(),
+	}
+	v := key.view()
+	record := mustJSON(v)
+	v.Secret = secret
+	body := mustJSON(v)
+
+	b := e.store.NewBatch()
+	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record, nil)
+	a.e.writeAudit(b, a.id, m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
+		map[string]any{"name": key.Name, "scopes": v.Scopes})
+	if m.idem != nil {
+		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+	}
+	rec := &KeyRecord{KeyID: key.ID, ProjectID: a.id, Scopes: m.scopes}
+	a.record(b, projectEvent{APIKeyCreated: &key})
+	e.store.Commit(b, func() {
+		// Usable only once its creation is durable.
+		e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) { reg[key.Hash] = rec })
+		m.respond(reply{status: 201, body: body})
+	})
+}
+
+func (a *projectActor) revokeKey(m *revokeKey) {
+	e := a.e
+	key, ok := a.state.Keys[m.keyID]
+	if !ok {
+		m.respond(reply{err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
+		return
+	}
+	if m.caller.ActorType == "api_key" && m.caller.ActorID == key.ID {
+		m.respond(reply{err: apierr.New(apierr.Conflict,
+			"a key cannot revoke itself; create a new key, switch to it, then revoke this one with the new key").
+			WithDetails("reason", "cannot_revoke_current_key")})
+		return
+	}
+	if !key.RevokedAt.IsZero() {
+		m.respond(reply{status: 200, body: mustJSON(key.view())}) // DELETE is idempotent
+		return
+	}
+	// Revocation takes effect at once, before it is durable: failing safe.
+	e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) { delete(reg, key.Hash) })
+	revoked := *key
+	revoked.RevokedAt = e.clock.Now()
+	body := mustJSON(revoked.view())
+	b := e.store.NewBatch()
+	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body, nil)
+	e.writeAudit(b, a.id, m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
+	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
+	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+func (a *projectActor) sweepIdempotency() {
+	expired := a.e.expiredIdempotencyKeys(a.id, a.idemInFlight)
+	if len(expired) == 0 {
+		return
+	}
+	b := a.e.store.NewBatch()
+	for _, k := range expired {
+		_ = b.Delete(k, nil)
+	}
+	a.e.store.Commit(b, nil)
+}
+
+// writeAudit adds an audit log entry to b.
+func (e *Engine) writeAudit(b *pebble.Batch, projectID string, c *Caller, action string, target AuditTarget, details map[string]any) {
+	now := e.clock.Now()
+	if details == nil {
+		details = map[string]any{}
+	}
+	entry := AuditEntry{
+		Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Actor: c.actor(), Target: target,
+		RequestID: optionalString(c.RequestID), SourceIP: optionalString(c.SourceIP), CreatedAt: Timestamp(now), Details: details,
+	}
+	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), mustJSON(entry), nil)
+}
+
+func roomRecordKey(projectID, roomID string) []byte {
+	return []byte(persistence.PrefixRoom + projectID + "/" + roomID)
+}
+
+func participantRecordKey(projectID, roomID, participantID string) []byte {
+	return []byte(persistence.PrefixPart + projectID + "/" + roomID + "/" + participantID)
+}

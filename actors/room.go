@@ -1,0 +1,372 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/ids"
+	"rtcd/persistence"
+)
+
+// Room actor commands.
+type (
+	createParticipant struct {
+		replyTo
+		caller *Caller
+		params validatedParticipant
+		idem   *idemPending
+	}
+	connectParticipant struct {
+		replyTo
+		claims auth.ParticipantClaims
+	}
+	removeParticipant struct {
+		replyTo
+		caller        *Caller
+		participantID string
+	}
+	deleteRoom struct {
+		replyTo
+		caller *Caller
+	}
+	// finishEnding closes the sessions of an ending room; sent to itself.
+	finishEnding struct{}
+)
+
+// roomActor owns one room: its status, its participants and the
+// max_participants cap. It decides a connect in one step.
+type roomActor struct {
+	e            *Engine
+	id           string
+	projectID    string
+	project      *projectShared
+	journal      *persistence.Journal
+	state        *roomState
+	recoveryErrs chan<- error // nil when spawned at run time (its snapshot is in the creating batch)
+}
+
+func (a *roomActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.recover(ctx)
+	case *connectParticipant:
+		a.connect(ctx, m)
+	case *createParticipant:
+		a.createParticipant(ctx, m)
+	case *removeParticipant:
+		a.removeParticipant(ctx, m)
+	case *deleteRoom:
+		a.deleteRoom(ctx, m)
+	case finishEnding:
+		a.finishEnding()
+	case sweep:
+		a.sweep(ctx)
+	}
+}
+
+func (a *roomActor) recover(ctx actor.Context) {
+	if a.recoveryErrs != nil {
+		defer a.e.recovering.Done()
+	}
+	a.journal = persistence.NewJournal(a.e.store, "room/"+a.id, a.e.settings.SnapshotEveryEvents)
+	_, err := a.journal.Recover(
+		func(state []byte) error {
+			a.state = &roomState{}
+			return json.Unmarshal(state, a.state)
+		},
+		func(event []byte) error {
+			var ev roomEvent
+			if err := json.Unmarshal(event, &ev); err != nil {
+				return err
+			}
+			a.state.apply(&ev)
+			return nil
+		})
+	if err == nil && a.state == nil {
+		err = fmt.Errorf("actors: room %s has no snapshot", a.id)
+	}
+	if err != nil {
+		if a.recoveryErrs != nil {
+			a.recoveryErrs <- err
+		} else {
+			panic(err) // the creating batch wrote the snapshot: a bug
+		}
+		return
+	}
+	if a.state.Participants == nil {
+		a.state.Participants = make(map[string]*Participant)
+	}
+	// Recovered cap slots count again; no limit check, they were admitted.
+	a.project.activeParticipants.Add(int64(a.state.Connected))
+	a.e.activeParticipants.Add(int64(a.state.Connected))
+	switch a.state.Room.Status {
+	case RoomEnding:
+		ctx.Send(ctx.Self(), finishEnding{})
+	case RoomEnded:
+		ctx.Send(a.projectPID(), &roomClosed{roomID: a.id}) // the project may have missed it
+	}
+}
+
+func (a *roomActor) projectPID() *actor.PID {
+	h, _ := a.e.project(a.projectID)
+	return h.pid
+}
+
+// record is projectActor.record for rooms.
+func (a *roomActor) record(b *pebble.Batch, events ...roomEvent) {
+	for i := range events {
+		a.journal.Append(b, encode(&events[i]))
+		a.state.apply(&events[i])
+	}
+	if a.journal.SnapshotDue() {
+		a.journal.WriteSnapshot(b, encode(a.state))
+	}
+}
+
+func (a *roomActor) putRoomRecord(b *pebble.Batch) []byte {
+	body := mustJSON(a.state.Room.view())
+	_ = b.Set(roomRecordKey(a.projectID, a.id), body, nil)
+	return body
+}
+
+func (a *roomActor) putParticipantRecord(b *pebble.Batch, p *Participant) []byte {
+	body := mustJSON(p.view())
+	_ = b.Set(participantRecordKey(a.projectID, a.id, p.ID), body, nil)
+	return body
+}
+
+// expireIfDue starts ending the room when it is past expires_at.
+func (a *roomActor) expireIfDue(ctx actor.Context) {
+	r := &a.state.Room
+	if (r.Status == RoomWaiting || r.Status == RoomActive) && !a.e.clock.Now().Before(r.ExpiresAt) {
+		a.startEnding(ctx, EndReasonExpired, nil, nil)
+	}
+}
+
+// closedError is the error for a room that no longer admits anyone.
+func (a *roomActor) closedError() *apierr.Error {
+	if a.state.Room.EndReason == EndReasonExpired {
+		return apierr.New(apierr.RoomExpired, "room %s expired at %s", a.id, Timestamp(a.state.Room.ExpiresAt))
+	}
+	return apierr.New(apierr.RoomEnded, "room %s has ended", a.id)
+}
+
+func (a *roomActor) admitting() bool {
+	s := a.state.Room.Status
+	return s == RoomWaiting || s == RoomActive
+}
+
+func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
+	e := a.e
+	a.expireIfDue(ctx)
+	if !a.admitting() {
+		m.respond(reply{err: a.closedError()})
+		return
+	}
+	if len(a.state.Participants) >= MaxParticipantSessionsPerRoom {
+		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
+			WithDetails("limit_name", "participant_sessions_per_room", "limit", MaxParticipantSessionsPerRoom)})
+		return
+	}
+	limits := e.limitsOf(a.project.project.Load())
+	if err := e.allowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
+		m.respond(reply{err: err})
+		return
+	}
+	now := e.clock.Now()
+	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second)
+	if expiresAt.After(a.state.Room.ExpiresAt) {
+		expiresAt = a.state.Room.ExpiresAt // a token never outlives its room
+	}
+	p := Participant{
+		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.params.externalID, Name: m.params.name,
+		Role: m.params.role, Status: ParticipantCreated, Metadata: m.params.metadata,
+		CreatedAt: now, ExpiresAt: expiresAt,
+	}
+	token := e.keys.SignParticipantToken(auth.ParticipantClaims{
+		ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, ExpiresAt: expiresAt,
+	})
+	body := mustJSON(ParticipantCreatedView{ParticipantView: p.view(), Token: token})
+
+	b := e.store.NewBatch()
+	a.putParticipantRecord(b, &p)
+	_ = b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID), nil)
+	if m.idem != nil {
+		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+	}
+	a.record(b, roomEvent{ParticipantCreated: &p})
+	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+}
+
+// connect runs the connect checks that need state, in the spec's order:
+// project status, room status, participant status, participant limit,
+// project quota, account credit policy, media availability. Token signature
+// and expiry were checked before the message was sent.
+func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
+	e := a.e
+	if a.project.project.Load().Status != ProjectActive {
+		m.respond(reply{err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
+		return
+	}
+	a.expireIfDue(ctx)
+	if !a.admitting() {
+		m.respond(reply{err: a.closedError()})
+		return
+	}
+	p, ok := a.state.Participants[m.claims.ParticipantID]
+	if !ok {
+		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
+		return
+	}
+	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
+			WithDetails("participant_status", p.Status)})
+		return
+	}
+	newSlot := !p.counts()
+	if newSlot {
+		if a.state.Connected >= a.state.Room.MaxParticipants {
+			m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
+				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
+			return
+		}
+		limit := e.limitsOf(a.project.project.Load()).MaxActiveParticipants
+		if !a.acquireProjectSlot(limit) {
+			m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
+				WithDetails("limit_name", "max_active_participants", "limit", limit)})
+			return
+		}
+	}
+	// The account credit policy check belongs here (billing issue); until
+	// the wallet exists there is no credit state to check.
+	if e.settings.MediaURL == "" {
+		if newSlot {
+			a.releaseProjectSlots(1)
+		}
+		m.respond(reply{err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", e.settings.Region)})
+		return
+	}
+
+	now := e.clock.Now()
+	expiresAt := now.Add(e.settings.MediaTokenTTL)
+	sessionID := ids.New(ids.ConnectSession)
+	mediaToken := e.keys.SignMediaToken(auth.MediaClaims{
+		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
+	})
+	body := mustJSON(ConnectView{
+		Object: "connect_session", SessionID: sessionID, Endpoint: e.settings.MediaURL, MediaToken: mediaToken,
+		ExpiresAt: Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
+	})
+	b := e.store.NewBatch()
+	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now}})
+	if newSlot {
+		a.putParticipantRecord(b, p) // its status is connected now
+	}
+	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// acquireProjectSlot takes one of the project's active participant slots
+// if fewer than limit are taken. Lock-free and exact under concurrency.
+func (a *roomActor) acquireProjectSlot(limit int) bool {
+	for {
+		n := a.project.activeParticipants.Load()
+		if n >= int64(limit) {
+			return false
+		}
+		if a.project.activeParticipants.CompareAndSwap(n, n+1) {
+			a.e.activeParticipants.Add(1)
+			return true
+		}
+	}
+}
+
+func (a *roomActor) releaseProjectSlots(n int) {
+	a.project.activeParticipants.Add(-int64(n))
+	a.e.activeParticipants.Add(-int64(n))
+}
+
+func (a *roomActor) removeParticipant(ctx actor.Context, m *removeParticipant) {
+	p, ok := a.state.Participants[m.participantID]
+	if !ok {
+		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
+		return
+	}
+	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+		m.respond(reply{status: 200, body: mustJSON(p.view())}) // DELETE is idempotent
+		return
+	}
+	held := p.counts()
+	b := a.e.store.NewBatch()
+	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: a.e.clock.Now()}})
+	body := a.putParticipantRecord(b, p)
+	if held {
+		a.releaseProjectSlots(1)
+	}
+	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+func (a *roomActor) deleteRoom(ctx actor.Context, m *deleteRoom) {
+	if a.admitting() {
+		a.startEnding(ctx, EndReasonDeleted, m.caller, func(body []byte) { m.respond(reply{status: 200, body: body}) })
+		return
+	}
+	m.respond(reply{status: 200, body: mustJSON(a.state.Room.view())}) // DELETE is idempotent
+}
+
+// startEnding moves the room to ending (audited when a caller asked for
+// it), then lets finishEnding close its sessions as the next message.
+func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller, done func(body []byte)) {
+	e := a.e
+	b := e.store.NewBatch()
+	if caller != nil {
+		e.writeAudit(b, a.projectID, caller, "room.deleted", AuditTarget{Type: "room", ID: a.id}, nil)
+	}
+	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: e.clock.Now()}})
+	body := a.putRoomRecord(b)
+	e.store.Commit(b, func() {
+		if done != nil {
+			done(body)
+		}
+	})
+	// The media engine's room closure is requested here once a media
+	// adapter exists (media issue); today no media node holds the room.
+	ctx.Send(ctx.Self(), finishEnding{})
+}
+
+// finishEnding closes every open participant session and ends the room.
+func (a *roomActor) finishEnding() {
+	if a.state.Room.Status != RoomEnding {
+		return
+	}
+	e := a.e
+	held := a.state.Connected
+	var open []*Participant
+	for _, p := range a.state.Participants {
+		if p.Status == ParticipantCreated || p.Status == ParticipantConnected {
+			open = append(open, p)
+		}
+	}
+	b := e.store.NewBatch()
+	a.record(b, roomEvent{RoomEnded: &roomEnded{At: e.clock.Now()}})
+	a.putRoomRecord(b)
+	for _, p := range open {
+		a.putParticipantRecord(b, p)
+	}
+	a.releaseProjectSlots(held)
+	projectPID := a.projectPID()
+	e.store.Commit(b, func() { e.system.Root.Send(projectPID, &roomClosed{roomID: a.id}) })
+}
+
+func (a *roomActor) sweep(ctx actor.Context) {
+	a.expireIfDue(ctx)
+	r := &a.state.Room
+	if r.Status == RoomEnded && a.e.clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
+		a.e.rooms.Delete(a.id)
+		ctx.Poison(ctx.Self()) // queued behind any message already sent to it
+	}
+}

@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/goccy/go-json"
+	"rtcd/scopes"
+)
+
+// timeLayout renders timestamps as ISO 8601 UTC with millisecond precision.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// Timestamp renders t for the wire.
+func Timestamp(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func optionalTimestamp(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := Timestamp(t)
+	return &s
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func metadataOrEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 || string(m) == "null" {
+		return emptyObject
+	}
+	return m
+}
+
+// RoomView is the public room object.
+type RoomView struct {
+	Object          string          `json:"object"`
+	ID              string          `json:"id"`
+	Name            *string         `json:"name"`
+	Status          string          `json:"status"`
+	Region          string          `json:"region"`
+	MaxParticipants int             `json:"max_participants"`
+	Metadata        json.RawMessage `json:"metadata"`
+	CreatedAt       string          `json:"created_at"`
+	ExpiresAt       string          `json:"expires_at"`
+	EndedAt         *string         `json:"ended_at"`
+	EndReason       *string         `json:"end_reason"`
+}
+
+func (r *Room) view() RoomView {
+	return RoomView{
+		Object: "room", ID: r.ID, Name: optionalString(r.Name), Status: r.Status, Region: r.Region,
+		MaxParticipants: r.MaxParticipants, Metadata: metadataOrEmpty(r.Metadata),
+		CreatedAt: Timestamp(r.CreatedAt), ExpiresAt: Timestamp(r.ExpiresAt),
+		EndedAt: optionalTimestamp(r.EndedAt), EndReason: optionalString(r.EndReason),
+	}
+}
+
+// ParticipantView is the public participant object (get and list).
+type ParticipantView struct {
+	Object      string          `json:"object"`
+	ID          string          `json:"id"`
+	RoomID      string          `json:"room_id"`
+	ExternalID  *string         `json:"external_id"`
+	Name        *string         `json:"name"`
+	Role        string          `json:"role"`
+	Status      string          `json:"status"`
+	Metadata    json.RawMessage `json:"metadata"`
+	CreatedAt   string          `json:"created_at"`
+	ExpiresAt   string          `json:"expires_at"`
+	ConnectedAt *string         `json:"connected_at"`
+	EndedAt     *string         `json:"ended_at"`
+}
+
+func (p *Participant) view() ParticipantView {
+	return ParticipantView{
+		Object: "participant", ID: p.ID, RoomID: p.RoomID, ExternalID: optionalString(p.ExternalID),
+		Name: optionalString(p.Name), Role: p.Role, Status: p.Status, Metadata: metadataOrEmpty(p.Metadata),
+		CreatedAt: Timestamp(p.CreatedAt), ExpiresAt: Timestamp(p.ExpiresAt),
+		ConnectedAt: optionalTimestamp(p.ConnectedAt), EndedAt: optionalTimestamp(p.EndedAt),
+	}
+}
+
+// ParticipantCreatedView is the create response: the participant plus its
+// token, which is shown only here and never stored.
+type ParticipantCreatedView struct {
+	ParticipantView
+	Token string `json:"token"`
+}
+
+// APIKeyView is the public API key object. The secret appears only in the
+// create response.
+type APIKeyView struct {
+	Object    string   `json:"object"`
+	ID        string   `json:"id"`
+	Name      *string  `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Last4     string   `json:"last4"`
+	Status    string   `json:"status"`
+	CreatedAt string   `json:"created_at"`
+	RevokedAt *string  `json:"revoked_at"`
+	Secret    string   `json:"secret,omitempty"`
+}
+
+func (k *APIKey) view() APIKeyView {
+	status := "active"
+	if !k.RevokedAt.IsZero() {
+		status = "revoked"
+	}
+	return APIKeyView{
+		Object: "api_key", ID: k.ID, Name: optionalString(k.Name), Scopes: scopes.Set(k.Scopes).Names(),
+		Last4: k.Last4, Status: status, CreatedAt: Timestamp(k.CreatedAt), RevokedAt: optionalTimestamp(k.RevokedAt),
+	}
+}
+
+// AuditEntry is one audit log entry (GET /v1/audit-logs).
+type AuditEntry struct {
+	Object    string         `json:"object"`
+	ID        string         `json:"id"`
+	Action    string         `json:"action"`
+	Actor     Actor          `json:"actor"`
+	Target    AuditTarget    `json:"target"`
+	RequestID *string        `json:"request_id"`
+	SourceIP  *string        `json:"source_ip"`
+	CreatedAt string         `json:"created_at"`
+	Details   map[string]any `json:"details"`
+}
+
+// AuditTarget is the object an audited operation acted on.
+type AuditTarget struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// ConnectView is the connect session (POST /v1/connect response).
+type ConnectView struct {
+	Object      string       `json:"object"`
+	SessionID   string       `json:"session_id"`
+	Endpoint    string       `json:"endpoint"`
+	MediaToken  string       `json:"media_token"`
+	ExpiresAt   string       `json:"expires_at"`
+	Room        idRef        `json:"room"`
+	Participant idRef        `json:"participant"`
+	Features    FeaturesView `json:"features"`
+}
+
+type idRef struct {
+	ID string `json:"id"`
+}
+
+// FeaturesView says what the participant may publish.
+type FeaturesView struct {
+	Audio       bool `json:"audio"`
+	Video       bool `json:"video"`
+	ScreenShare bool `json:"screen_share"`
+}
+
+func featuresOf(role string) FeaturesView {
+	if role == RolePublisher {
+		return FeaturesView{Audio: true, Video: true, ScreenShare: true}
+	}
+	return FeaturesView{}
+}
+
+// mustJSON encodes a view. Views are plain structs of strings, numbers and
+// raw JSON that was validated on the way in, so an error is a bug.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("actors: encoding a view failed: " + err.Error())
+	}
+	return b
+}

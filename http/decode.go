@@ -1,0 +1,132 @@
+package http
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/goccy/go-json"
+	"rtcd/actors"
+	"rtcd/apierr"
+)
+
+// decode reads the body as exactly one JSON object into v, strictly:
+// unknown fields, wrong types and trailing data are invalid_request. An
+// empty body counts as {} when emptyOK (every field of the request is
+// optional).
+func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
+	body := trimSpace(rc.ctx.PostBody())
+	if len(body) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return apierr.New(apierr.InvalidRequest, "the request body must be a JSON object")
+	}
+	if body[0] != '{' {
+		return apierr.New(apierr.InvalidRequest, "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return apierr.New(apierr.InvalidRequest, "the request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a message that names the field and
+// the expected JSON type, without Go type names.
+func jsonError(err error) *apierr.Error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		field := typeErr.Field
+		if field == "" {
+			return apierr.New(apierr.InvalidRequest, "the request body must be a JSON object")
+		}
+		return apierr.Invalid(field, "field %s must be %s, not %s", field, jsonTypeName(typeErr.Type), typeErr.Value)
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		name := strings.Trim(rest, `"`)
+		return apierr.Invalid(name, "unknown field %s", rest)
+	}
+	return apierr.New(apierr.InvalidRequest, "the request body is not valid JSON")
+}
+
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "a valid value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeOf(json.RawMessage{}) {
+		return "a JSON object"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a valid value"
+}
+
+// limit parses the limit query parameter: absent means the default, else a
+// plain decimal integer from 1 to 100.
+func (rc *reqCtx) limit() (int, *apierr.Error) {
+	args := rc.ctx.QueryArgs()
+	if !args.Has("limit") {
+		return actors.PageLimitDefault, nil
+	}
+	v := args.Peek("limit")
+	bad := apierr.Invalid("limit", "limit must be an integer from %d to %d", actors.PageLimitMin, actors.PageLimitMax)
+	if len(v) == 0 || len(v) > 3 {
+		return 0, bad
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, bad
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n < actors.PageLimitMin || n > actors.PageLimitMax {
+		return 0, bad
+	}
+	return n, nil
+}
+
+// idempotency reads the Idempotency-Key header; nil when absent.
+func (rc *reqCtx) idempotency() (*actors.IdempotencyRequest, *apierr.Error) {
+	v := rc.ctx.Request.Header.Peek("Idempotency-Key")
+	if v == nil {
+		return nil, nil
+	}
+	if len(v) == 0 || len(v) > actors.MaxIdempotencyKeyBytes {
+		return nil, apierr.Invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to %d characters", actors.MaxIdempotencyKeyBytes)
+	}
+	for _, c := range v {
+		if c < 0x20 || c > 0x7e {
+			return nil, apierr.Invalid("Idempotency-Key", "the Idempotency-Key header must be printable ASCII")
+		}
+	}
+	return &actors.IdempotencyRequest{
+		Key:         string(v),
+		RequestHash: actors.HashRequest(string(rc.ctx.Method()), string(rc.ctx.Path()), rc.ctx.PostBody()),
+	}, nil
+}

@@ -1,0 +1,119 @@
+package http
+
+import (
+	"github.com/goccy/go-json"
+	"rtcd/actors"
+	sc "rtcd/scopes"
+)
+
+// routes registers every route with the scope it needs (docs/api.md).
+func (s *Server) routes() {
+	r := s.router
+	e := s.engine
+
+	r.POST("/v1/rooms", s.wrap("/v1/rooms", apiKey, func(rc *reqCtx) {
+		var p actors.RoomParams
+		idem, err := rc.idempotency()
+		if err == nil {
+			err = rc.decode(&p, true)
+		}
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respond(e.CreateRoom(rc.caller, &p, idem))
+	}, sc.RoomsWrite))
+	r.GET("/v1/rooms", s.wrap("/v1/rooms", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListRooms(rc.caller, limit))
+	}, sc.RoomsRead))
+	r.GET("/v1/rooms/{room_id}", s.wrap("/v1/rooms/{room_id}", apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.GetRoom(rc.caller, rc.param("room_id")))
+	}, sc.RoomsRead))
+	r.DELETE("/v1/rooms/{room_id}", s.wrap("/v1/rooms/{room_id}", apiKey, func(rc *reqCtx) {
+		rc.respond(e.DeleteRoom(rc.caller, rc.param("room_id")))
+	}, sc.RoomsWrite))
+
+	const participants = "/v1/rooms/{room_id}/participants"
+	const participant = participants + "/{participant_id}"
+	r.POST(participants, s.wrap(participants, apiKey, func(rc *reqCtx) {
+		var p actors.ParticipantParams
+		idem, err := rc.idempotency()
+		if err == nil {
+			err = rc.decode(&p, true)
+		}
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respond(e.CreateParticipant(rc.caller, rc.param("room_id"), &p, idem))
+	}, sc.ParticipantsWrite))
+	r.GET(participants, s.wrap(participants, apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListParticipants(rc.caller, rc.param("room_id"), limit))
+	}, sc.ParticipantsRead))
+	r.GET(participant, s.wrap(participant, apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.GetParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
+	}, sc.ParticipantsRead))
+	r.DELETE(participant, s.wrap(participant, apiKey, func(rc *reqCtx) {
+		rc.respond(e.RemoveParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
+	}, sc.ParticipantsWrite))
+
+	r.POST("/v1/connect", s.wrap("/v1/connect", noAuth, func(rc *reqCtx) {
+		var p actors.ConnectParams
+		if err := rc.decode(&p, false); err != nil {
+			e.CountConnectResult(err.Code)
+			rc.fail(err)
+			return
+		}
+		rc.respond(e.Connect(&p, s.sourceIP(rc.ctx)))
+	}))
+
+	r.POST("/v1/api-keys", s.wrap("/v1/api-keys", apiKey, func(rc *reqCtx) {
+		var p actors.APIKeyParams
+		idem, err := rc.idempotency()
+		if err == nil {
+			err = rc.decode(&p, false)
+		}
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respond(e.CreateAPIKey(rc.caller, &p, idem))
+	}, sc.APIKeysWrite))
+	r.GET("/v1/api-keys", s.wrap("/v1/api-keys", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListAPIKeys(rc.caller, limit))
+	}, sc.APIKeysRead))
+	r.DELETE("/v1/api-keys/{key_id}", s.wrap("/v1/api-keys/{key_id}", apiKey, func(rc *reqCtx) {
+		rc.respond(e.RevokeAPIKey(rc.caller, rc.param("key_id")))
+	}, sc.APIKeysWrite))
+
+	r.GET("/v1/project/limits", s.wrap("/v1/project/limits", apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.ProjectLimits(rc.caller))
+	}, sc.ProjectRead))
+	r.GET("/v1/audit-logs", s.wrap("/v1/audit-logs", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListAuditLogs(rc.caller, limit))
+	}, sc.AuditLogsRead))
+	info, _ := json.Marshal(s.serverInfo)
+	r.GET("/v1/system/info", s.wrap("/v1/system/info", apiKeyNo, func(rc *reqCtx) {
+		rc.ok(200, info)
+	}))
+}

@@ -1,0 +1,282 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+	"rtcd/actors"
+	"rtcd/apierr"
+	"rtcd/ids"
+	"rtcd/metrics"
+	"rtcd/scopes"
+)
+
+// Named bounds of the HTTP layer. docs/api.md lists them.
+const (
+	// MaxRequestBodyBytes bounds every request body; larger bodies get 413.
+	MaxRequestBodyBytes = 64 * 1024
+	// MaxConcurrentRequests bounds requests served at once; past it fasthttp
+	// answers 503. It also bounds how many commands can wait in mailboxes.
+	MaxConcurrentRequests = 16384
+	// MaxRequestIDBytes bounds a caller-supplied X-Request-Id.
+	MaxRequestIDBytes = 64
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+// Server is the API's HTTP front.
+type Server struct {
+	engine  *actors.Engine
+	metrics *metrics.Metrics
+	router  *router.Router
+	// trustForwardedFor takes the source IP from X-Forwarded-For's last
+	// hop, for deployments behind a proxy the operator controls.
+	trustForwardedFor bool
+	serverInfo        SystemInfo
+}
+
+// SystemInfo is the body of GET /v1/system/info.
+type SystemInfo struct {
+	Object     string `json:"object"`
+	Service    string `json:"service"`
+	APIVersion string `json:"api_version"`
+	Version    string `json:"version"`
+	Region     string `json:"region"`
+}
+
+// New builds the router over engine.
+func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForwardedFor bool) *Server {
+	s := &Server{
+		engine: engine, metrics: m, router: router.New(), trustForwardedFor: trustForwardedFor,
+		serverInfo: SystemInfo{Object: "system_info", Service: "rtcd", APIVersion: "v0.1", Version: version, Region: engine.Region()},
+	}
+	r := s.router
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.HandleOPTIONS = false
+	r.NotFound = s.wrap("unmatched", noAuth, func(rc *reqCtx) {
+		rc.fail(apierr.New(apierr.InvalidRequest, "no route %s %s", rc.ctx.Method(), rc.ctx.Path()).WithStatus(404))
+	})
+	r.MethodNotAllowed = s.wrap("unmatched", noAuth, func(rc *reqCtx) {
+		rc.fail(apierr.New(apierr.InvalidRequest, "method %s is not allowed on %s", rc.ctx.Method(), rc.ctx.Path()).WithStatus(405))
+	})
+	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
+		slog.Error("handler panic", "panic", fmt.Sprint(v), "path", string(ctx.Path()))
+		rc := &reqCtx{ctx: ctx, requestID: string(ctx.Response.Header.Peek("X-Request-Id"))}
+		rc.fail(apierr.New(apierr.Internal, "internal error"))
+	}
+	s.routes()
+	return s
+}
+
+// Handler is the fasthttp handler of the API.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+
+// NewFastHTTPServer returns a fasthttp server with the API's limits and
+// timeouts, and an error handler that answers malformed and oversized
+// requests in the error envelope.
+func (s *Server) NewFastHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                       s.Handler(),
+		Name:                          "rtcd",
+		MaxRequestBodySize:            MaxRequestBodyBytes,
+		Concurrency:                   MaxConcurrentRequests,
+		ReadTimeout:                   readTimeout,
+		WriteTimeout:                  writeTimeout,
+		IdleTimeout:                   idleTimeout,
+		DisableHeaderNamesNormalizing: false,
+		NoDefaultServerHeader:         false,
+		NoDefaultContentType:          true,
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			rc := &reqCtx{ctx: ctx, requestID: ids.New(ids.Request)}
+			ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				rc.fail(apierr.New(apierr.InvalidRequest, "request body exceeds %d bytes", MaxRequestBodyBytes).
+					WithDetails("limit_bytes", MaxRequestBodyBytes).WithStatus(413))
+				return
+			}
+			rc.fail(apierr.New(apierr.InvalidRequest, "malformed HTTP request"))
+		},
+	}
+}
+
+// authMode says what credential a route needs.
+type authMode int
+
+const (
+	noAuth   authMode = iota // POST /v1/connect (token in the body), fallbacks
+	apiKey                   // Bearer sk_live_…
+	apiKeyNo                 // Bearer sk_live_…, no particular scope
+)
+
+// reqCtx is one request's context.
+type reqCtx struct {
+	ctx       *fasthttp.RequestCtx
+	requestID string
+	caller    *actors.Caller
+}
+
+func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required ...scopes.Scope) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
+		ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+		if s.authorize(rc, mode, required) {
+			h(rc)
+		}
+		if s.metrics != nil {
+			method := string(ctx.Method())
+			s.metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(ctx.Response.StatusCode())).Inc()
+			s.metrics.HTTPDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		}
+	}
+}
+
+// authorize authenticates the bearer credential and checks scopes.
+func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) bool {
+	if mode == noAuth {
+		return true
+	}
+	authz := rc.ctx.Request.Header.Peek("Authorization")
+	const bearer = "Bearer "
+	if len(authz) <= len(bearer) || string(authz[:len(bearer)]) != bearer {
+		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd"`)
+		rc.fail(apierr.New(apierr.AuthenticationFailed, "send an API key as Authorization: Bearer sk_live_…"))
+		return false
+	}
+	caller, err := s.engine.Authenticate(string(authz[len(bearer):]))
+	if err != nil {
+		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd", error="invalid_token"`)
+		rc.fail(err)
+		return false
+	}
+	for _, sc := range required {
+		if !caller.Scopes.Has(sc) {
+			rc.fail(apierr.New(apierr.PermissionDenied, "this API key lacks the %s scope", sc.Name()).
+				WithDetails("required_scope", sc.Name()))
+			return false
+		}
+	}
+	caller.RequestID = rc.requestID
+	caller.SourceIP = s.sourceIP(rc.ctx)
+	rc.caller = caller
+	return true
+}
+
+// requestID is the caller's X-Request-Id when it is a short token of safe
+// characters (prefixed with req_ if it lacks it), else a fresh id.
+func requestID(ctx *fasthttp.RequestCtx) string {
+	v := ctx.Request.Header.Peek("X-Request-Id")
+	if len(v) == 0 || len(v) > MaxRequestIDBytes {
+		return ids.New(ids.Request)
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return ids.New(ids.Request)
+		}
+	}
+	if len(v) > len(ids.Request) && string(v[:len(ids.Request)]) == ids.Request {
+		return string(v)
+	}
+	return ids.Request + string(v)
+}
+
+func (s *Server) sourceIP(ctx *fasthttp.RequestCtx) string {
+	if s.trustForwardedFor {
+		if xff := ctx.Request.Header.Peek("X-Forwarded-For"); len(xff) > 0 {
+			last := xff
+			for i := len(xff) - 1; i >= 0; i-- {
+				if xff[i] == ',' {
+					last = xff[i+1:]
+					break
+				}
+			}
+			if ip := net.ParseIP(string(trimSpace(last))); ip != nil {
+				return ip.String()
+			}
+		}
+	}
+	return ctx.RemoteIP().String()
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// errorEnvelope is the spec's error object.
+type errorEnvelope struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Code      apierr.Code    `json:"code"`
+	Message   string         `json:"message"`
+	RequestID string         `json:"request_id"`
+	Details   map[string]any `json:"details"`
+}
+
+func (rc *reqCtx) fail(err *apierr.Error) {
+	details := err.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	if err.RetryAfterSeconds > 0 {
+		rc.ctx.Response.Header.Set("Retry-After", strconv.Itoa(err.RetryAfterSeconds))
+	}
+	if err.RateLimit > 0 || err.Code == apierr.RateLimited {
+		rc.ctx.Response.Header.Set("X-RateLimit-Limit", strconv.Itoa(err.RateLimit))
+		rc.ctx.Response.Header.Set("X-RateLimit-Remaining", "0")
+	}
+	if err.Code == apierr.Internal {
+		slog.Error("internal error", "request_id", rc.requestID, "error", err.Message)
+	}
+	body, _ := json.Marshal(errorEnvelope{Error: errorBody{Code: err.Code, Message: err.Message, RequestID: rc.requestID, Details: details}})
+	rc.ctx.SetStatusCode(apierr.StatusOf(err))
+	rc.ctx.SetContentType("application/json")
+	rc.ctx.SetBody(body)
+}
+
+func (rc *reqCtx) ok(status int, body []byte) {
+	rc.ctx.SetStatusCode(status)
+	rc.ctx.SetContentType("application/json")
+	rc.ctx.SetBody(body)
+}
+
+func (rc *reqCtx) respond(res actors.Result, err *apierr.Error) {
+	if err != nil {
+		rc.fail(err)
+		return
+	}
+	if res.Replayed {
+		rc.ctx.Response.Header.Set("Idempotent-Replayed", "true")
+	}
+	rc.ok(res.Status, res.Body)
+}
+
+func (rc *reqCtx) respondBody(body []byte, err *apierr.Error) {
+	if err != nil {
+		rc.fail(err)
+		return
+	}
+	rc.ok(200, body)
+}
+
+func (rc *reqCtx) param(name string) string {
+	v, _ := rc.ctx.UserValue(name).(string)
+	return v
+}

@@ -1,0 +1,96 @@
+// Package metrics owns rtcd's Prometheus collectors. They are registered on
+// a registry created here and injected where needed (never promauto
+// globals), and served on the metrics listener only, never on the API
+// listener. Names follow Prometheus conventions: rtcd_ prefix, base units,
+// _total for counters, histograms for latency.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// Metrics holds every collector of the service.
+type Metrics struct {
+	Registry       *prometheus.Registry
+	HTTPRequests   *prometheus.CounterVec   // by route, method, status
+	HTTPDuration   *prometheus.HistogramVec // by route, method
+	ConnectResults *prometheus.CounterVec   // by code ("ok" or the error code)
+	JournalApply   prometheus.Histogram
+	JournalSync    prometheus.Histogram
+}
+
+// latencyBucketsSeconds spans 50µs to 2.5s: the connect path lives in the
+// sub-millisecond buckets, fsync in the millisecond ones.
+var latencyBucketsSeconds = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+}
+
+// New creates the collectors on a fresh registry, with Go runtime and
+// process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rtcd_http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "status"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rtcd_http_request_duration_seconds",
+			Help:    "Time from reading a request to writing its response, by route pattern and method.",
+			Buckets: latencyBucketsSeconds,
+		}, []string{"route", "method"}),
+		ConnectResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rtcd_connect_results_total",
+			Help: "POST /v1/connect outcomes: ok, or the error code returned.",
+		}, []string{"code"}),
+		JournalApply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rtcd_journal_apply_duration_seconds",
+			Help:    "Time to apply one state-change batch to the journal, without waiting for fsync.",
+			Buckets: latencyBucketsSeconds,
+		}),
+		JournalSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rtcd_journal_sync_duration_seconds",
+			Help:    "Time from applying a batch until its WAL fsync completed (group commit wait).",
+			Buckets: latencyBucketsSeconds,
+		}),
+	}
+	r.MustRegister(m.HTTPRequests, m.HTTPDuration, m.ConnectResults, m.JournalApply, m.JournalSync,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// EngineGauges are read at scrape time from the engine's counters.
+type EngineGauges struct {
+	ActiveRooms         func() float64
+	ActiveParticipants  func() float64
+	ProjectMailboxDepth func() float64
+	RoomMailboxDepth    func() float64
+}
+
+// RegisterEngine registers the gauges the actors maintain.
+func (m *Metrics) RegisterEngine(g EngineGauges) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rtcd_active_rooms", Help: "Rooms that have not ended.",
+		}, g.ActiveRooms),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rtcd_active_participants", Help: "Participants holding a slot of the participant caps (connected, not removed).",
+		}, g.ActiveParticipants),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rtcd_actor_mailbox_depth", Help: "Messages queued in actor mailboxes.", ConstLabels: prometheus.Labels{"kind": "project"},
+		}, g.ProjectMailboxDepth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rtcd_actor_mailbox_depth", Help: "Messages queued in actor mailboxes.", ConstLabels: prometheus.Labels{"kind": "room"},
+		}, g.RoomMailboxDepth),
+	)
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() fasthttp.RequestHandler {
+	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+}

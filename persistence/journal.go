@@ -1,0 +1,107 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// snapshotHeaderBytes is the size of the sequence number that precedes the
+// encoded state in a snapshot value.
+const snapshotHeaderBytes = 8
+
+// Journal is one actor's append-only event log plus its latest snapshot. It
+// is owned by that actor and must only be used from the actor's goroutine.
+type Journal struct {
+	store               *Store
+	actorID             string
+	seq                 uint64 // sequence number of the last appended event
+	eventsSinceSnapshot uint64
+	snapshotEveryEvents uint64
+}
+
+// NewJournal returns actorID's journal. A snapshot is due every
+// snapshotEveryEvents events (at least 1).
+func NewJournal(s *Store, actorID string, snapshotEveryEvents int) *Journal {
+	if snapshotEveryEvents < 1 {
+		snapshotEveryEvents = 1
+	}
+	return &Journal{store: s, actorID: actorID, snapshotEveryEvents: uint64(snapshotEveryEvents)}
+}
+
+// Seq is the sequence number of the last event appended or replayed.
+func (j *Journal) Seq() uint64 { return j.seq }
+
+// Recover loads the latest snapshot, if any, through loadSnapshot and then
+// hands every later event, in order, to replay. Replayed events are not
+// written again. It returns how many events were replayed.
+func (j *Journal) Recover(loadSnapshot func(state []byte) error, replay func(event []byte) error) (int, error) {
+	snap, err := j.store.Get(SnapshotKey(j.actorID))
+	switch {
+	case err == ErrNotFound:
+	case err != nil:
+		return 0, err
+	default:
+		if len(snap) < snapshotHeaderBytes {
+			return 0, fmt.Errorf("persistence: snapshot of %s is %d bytes, shorter than its header", j.actorID, len(snap))
+		}
+		j.seq = binary.BigEndian.Uint64(snap)
+		if err := loadSnapshot(snap[snapshotHeaderBytes:]); err != nil {
+			return 0, fmt.Errorf("persistence: load snapshot of %s: %w", j.actorID, err)
+		}
+	}
+	replayed := 0
+	var replayErr error
+	prefix := journalPrefix(j.actorID)
+	err = j.store.Scan(prefix, 0, func(key, value []byte) bool {
+		seq := binary.BigEndian.Uint64(key[len(prefix):])
+		if seq <= j.seq {
+			return true // covered by the snapshot; deleted lazily
+		}
+		if seq != j.seq+1 {
+			replayErr = fmt.Errorf("persistence: journal of %s jumps from %d to %d", j.actorID, j.seq, seq)
+			return false
+		}
+		if err := replay(value); err != nil {
+			replayErr = fmt.Errorf("persistence: replay %s #%d: %w", j.actorID, seq, err)
+			return false
+		}
+		j.seq = seq
+		replayed++
+		return true
+	})
+	if err != nil {
+		return replayed, err
+	}
+	j.eventsSinceSnapshot = uint64(replayed)
+	return replayed, replayErr
+}
+
+// Append writes event as the next entry of the journal into b.
+func (j *Journal) Append(b *pebble.Batch, event []byte) {
+	j.seq++
+	j.eventsSinceSnapshot++
+	_ = b.Set(JournalKey(j.actorID, j.seq), event, nil)
+}
+
+// SnapshotDue reports whether enough events were appended since the last
+// snapshot that the next batch should carry one.
+func (j *Journal) SnapshotDue() bool { return j.eventsSinceSnapshot >= j.snapshotEveryEvents }
+
+// WriteSnapshot writes state as of the last appended event into b, and
+// deletes the journal entries it covers, so recovery reads the snapshot and
+// only the tail after it.
+func (j *Journal) WriteSnapshot(b *pebble.Batch, state []byte) {
+	WriteSnapshotAt(b, j.actorID, j.seq, state)
+	_ = b.DeleteRange(JournalKey(j.actorID, 0), JournalKey(j.actorID, j.seq+1), nil)
+	j.eventsSinceSnapshot = 0
+}
+
+// WriteSnapshotAt writes a snapshot of actorID at seq into b. Used to create
+// an actor's initial state in the same batch as the event that creates it.
+func WriteSnapshotAt(b *pebble.Batch, actorID string, seq uint64, state []byte) {
+	v := make([]byte, snapshotHeaderBytes, snapshotHeaderBytes+len(state))
+	binary.BigEndian.PutUint64(v, seq)
+	_ = b.Set(SnapshotKey(actorID), append(v, state...), nil)
+}

@@ -1,0 +1,79 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Key layout. Every key starts with a short family prefix followed by '/'.
+// Integers are big-endian so that byte order equals numeric order. List
+// indexes store an inverted timestamp so that a forward scan yields the
+// newest entry first, which is the order every list endpoint returns.
+const (
+	prefixJournal  = "j/" // j/<actorID>/<seq:8>            -> encoded event
+	prefixSnapshot = "s/" // s/<actorID>                    -> seq:8 + encoded state
+	PrefixMeta     = "m/" // m/<name>                       -> operator metadata
+	PrefixProject  = "p/" // p/<projectID>                  -> project id (directory of project actors)
+	PrefixRoom     = "r/" // r/<roomID>                     -> room read record
+	PrefixRoomIdx  = "ri/" // ri/<projectID>/<inv:8><roomID> -> roomID
+	PrefixPart     = "pt/" // pt/<roomID>/<participantID>   -> participant read record
+	PrefixPartIdx  = "pi/" // pi/<roomID>/<inv:8><partID>    -> participantID
+	PrefixKeyIdx   = "ki/" // ki/<projectID>/<inv:8><keyID>  -> key read record
+	PrefixAudit    = "au/" // au/<projectID>/<inv:8><auditID> -> audit entry
+	PrefixIdem     = "id/" // id/<scope hash:32>            -> sealed idempotency record
+)
+
+// JournalKey is the key of event seq in actorID's journal.
+func JournalKey(actorID string, seq uint64) []byte {
+	k := make([]byte, 0, len(prefixJournal)+len(actorID)+1+8)
+	k = append(k, prefixJournal...)
+	k = append(k, actorID...)
+	k = append(k, '/')
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// journalPrefix is the common prefix of all of actorID's journal keys.
+func journalPrefix(actorID string) []byte {
+	k := make([]byte, 0, len(prefixJournal)+len(actorID)+1)
+	k = append(k, prefixJournal...)
+	k = append(k, actorID...)
+	return append(k, '/')
+}
+
+// SnapshotKey is the key of actorID's latest snapshot.
+func SnapshotKey(actorID string) []byte {
+	return []byte(prefixSnapshot + actorID)
+}
+
+// Key joins a family prefix and a name into a key.
+func Key(prefix, name string) []byte {
+	return []byte(prefix + name)
+}
+
+// IndexKey is an index entry under prefix+owner+"/" ordered newest first by
+// atUnixNanos, with id as the tie breaker.
+func IndexKey(prefix, owner string, atUnixNanos int64, id string) []byte {
+	k := make([]byte, 0, len(prefix)+len(owner)+1+8+len(id))
+	k = append(k, prefix...)
+	k = append(k, owner...)
+	k = append(k, '/')
+	k = binary.BigEndian.AppendUint64(k, math.MaxUint64-uint64(atUnixNanos))
+	return append(k, id...)
+}
+
+// IndexPrefix is the prefix shared by all of owner's entries in an index.
+func IndexPrefix(prefix, owner string) []byte {
+	return []byte(prefix + owner + "/")
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}

@@ -1,0 +1,182 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// syncQueueCapacity bounds the number of applied batches waiting for their
+// fsync. When it is full, Commit blocks the committing actor: that is the
+// backpressure that keeps a disk slower than the request rate from growing
+// memory without bound.
+const syncQueueCapacity = 16384
+
+// ErrNotFound is returned by Get when the key does not exist.
+var ErrNotFound = errors.New("persistence: not found")
+
+// Metrics are the store's latency observers. Nil fields are not observed.
+type Metrics struct {
+	ApplySeconds prometheus.Observer // time to apply a batch to the memtable and WAL buffer
+	SyncSeconds  prometheus.Observer // time from apply until the batch's WAL fsync completed
+}
+
+// Store is the Pebble database plus the group-commit syncer.
+type Store struct {
+	db      *pebble.DB
+	metrics Metrics
+	fatal   func(error)
+
+	syncQueue chan pendingSync
+	syncDone  chan struct{}
+	closeOnce sync.Once
+}
+
+type pendingSync struct {
+	batch     *pebble.Batch
+	appliedAt time.Time
+	done      func()
+}
+
+// Open opens (creating if needed) the database in dir. fatal is called, from
+// the syncer goroutine, when a WAL fsync fails; it must not return normally
+// in production (it should exit the process).
+func Open(dir string, m Metrics, fatal func(error)) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", dir, err)
+	}
+	s := &Store{
+		db:        db,
+		metrics:   m,
+		fatal:     fatal,
+		syncQueue: make(chan pendingSync, syncQueueCapacity),
+		syncDone:  make(chan struct{}),
+	}
+	go s.syncLoop()
+	return s, nil
+}
+
+// NewBatch returns an empty batch for one state change.
+func (s *Store) NewBatch() *pebble.Batch { return s.db.NewBatch() }
+
+// Commit applies b without waiting for its fsync and calls done once the
+// batch is durable. The writes are visible to readers as soon as Commit
+// returns. done runs on the syncer goroutine and must not block for long.
+// A batch that cannot be applied at all (a read-only or broken database) is
+// reported to the fatal handler: the caller has already decided the change,
+// and an actor must not continue with state the disk refused.
+func (s *Store) Commit(b *pebble.Batch, done func()) {
+	start := time.Now()
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		_ = b.Close()
+		s.fatal(fmt.Errorf("persistence: apply: %w", err))
+		return
+	}
+	now := time.Now()
+	if s.metrics.ApplySeconds != nil {
+		s.metrics.ApplySeconds.Observe(now.Sub(start).Seconds())
+	}
+	s.syncQueue <- pendingSync{batch: b, appliedAt: now, done: done}
+}
+
+// CommitAndWait applies b and waits until it is durable. For callers that
+// are not actors (bootstrap, sweepers), where blocking is fine.
+func (s *Store) CommitAndWait(b *pebble.Batch) error {
+	durable := make(chan struct{})
+	s.Commit(b, func() { close(durable) })
+	<-durable
+	return nil
+}
+
+// syncLoop waits for the fsync of each applied batch in commit order. Pebble
+// syncs the WAL in order, so waiting in order loses no concurrency: one
+// fsync covers every batch applied before it (group commit).
+func (s *Store) syncLoop() {
+	defer close(s.syncDone)
+	for p := range s.syncQueue {
+		err := p.batch.SyncWait()
+		if s.metrics.SyncSeconds != nil {
+			s.metrics.SyncSeconds.Observe(time.Since(p.appliedAt).Seconds())
+		}
+		_ = p.batch.Close()
+		if err != nil {
+			s.fatal(fmt.Errorf("persistence: WAL fsync failed, state in memory is ahead of disk: %w", err))
+			continue
+		}
+		if p.done != nil {
+			p.done()
+		}
+	}
+}
+
+// Get returns a copy of the value at key, or ErrNotFound.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("persistence: get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	_ = closer.Close()
+	return out, nil
+}
+
+// Scan calls fn for each key with the given prefix in key order, at most
+// limit times (limit <= 0 means no limit). fn's arguments are only valid
+// during the call. fn returns false to stop early.
+func (s *Store) Scan(prefix []byte, limit int, fn func(key, value []byte) bool) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("persistence: iter: %w", err)
+	}
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		if limit > 0 && n >= limit {
+			break
+		}
+		n++
+		if !fn(it.Key(), it.Value()) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return fmt.Errorf("persistence: scan: %w", err)
+	}
+	return it.Close()
+}
+
+// Close waits for pending syncs, then closes the database. No Commit may be
+// running or start after Close is called.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.syncQueue)
+		<-s.syncDone
+		err = s.db.Close()
+	})
+	return err
+}
+
+// quietLogger routes Pebble's informational logs to slog at debug level and
+// its errors at error level.
+type quietLogger struct{}
+
+func (quietLogger) Infof(format string, args ...any) {
+	slog.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (quietLogger) Errorf(format string, args ...any) {
+	slog.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	slog.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,68 @@
+package ratelimit
+
+import "time"
+
+// windowLength is the length of one counting window. Limits are expressed
+// per minute, so windows are one minute long and aligned to the minute.
+const windowLength = time.Minute
+
+// Decision is the outcome of one Allow call.
+type Decision struct {
+	// Allowed reports whether the request fits in the current window.
+	Allowed bool
+	// Limit is the per-minute limit the request was checked against.
+	// A negative configured limit is reported as 0.
+	Limit int
+	// Remaining is how many more requests the current window admits after
+	// this one. It is 0 when the request is not allowed.
+	Remaining int
+	// RetryAfterSeconds is, when the request is not allowed, the number of
+	// whole seconds (rounded up, at least 1) until the window that would
+	// admit it starts. It is 0 when the request is allowed.
+	RetryAfterSeconds int
+}
+
+// Store counts requests per key in fixed one-minute windows.
+//
+// Allow records one request for key at time now and reports whether it is
+// within limitPerMinute. Windows start at now.Truncate(time.Minute). A denied
+// request does not consume budget. limitPerMinute <= 0 allows nothing.
+//
+// Implementations must be safe for concurrent use.
+type Store interface {
+	Allow(key string, limitPerMinute int, now time.Time) Decision
+}
+
+// windowStart returns the start of the window containing now.
+func windowStart(now time.Time) time.Time {
+	return now.Truncate(windowLength)
+}
+
+// secondsToNextWindow returns the whole seconds from now until the window
+// after the one containing now starts. It rounds up because a client that
+// retries after a rounded-down value would arrive too early and be denied
+// again; it is at least 1 because Retry-After: 0 invites a tight retry loop.
+func secondsToNextWindow(now time.Time) int {
+	wait := windowStart(now).Add(windowLength).Sub(now)
+	seconds := int(wait / time.Second)
+	if wait%time.Second != 0 {
+		seconds++
+	}
+	if seconds < 1 {
+		seconds = 1
+	}
+	return seconds
+}
+
+// denied builds the Decision for a request that is not allowed.
+func denied(limitPerMinute int, now time.Time) Decision {
+	if limitPerMinute < 0 {
+		limitPerMinute = 0
+	}
+	return Decision{
+		Allowed:           false,
+		Limit:             limitPerMinute,
+		Remaining:         0,
+		RetryAfterSeconds: secondsToNextWindow(now),
+	}
+}

@@ -1,0 +1,235 @@
+// Package server wires rtcd together: configuration, the master secret, the
+// Pebble store, the actor engine, the API listener and the private metrics
+// listener, and their orderly shutdown. `rtcd serve` and the end-to-end
+// tests both start the real service through Start.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+	"rtcd/actors"
+	"rtcd/auth"
+	"rtcd/clock"
+	"rtcd/config"
+	api "rtcd/http"
+	"rtcd/metrics"
+	"rtcd/persistence"
+	"rtcd/ratelimit"
+)
+
+// Version is the build's version, set with -ldflags at release time.
+var Version = "0.1.0-dev"
+
+// masterKeyBytes is the size of a generated master secret.
+const masterKeyBytes = 32
+
+// Options are what tests inject; the zero value is production.
+type Options struct {
+	Clock clock.Clock // nil: the real clock
+	// BootstrapOut receives the JSON of a first-start bootstrap; nil: stdout.
+	BootstrapOut io.Writer
+	// Fatal handles an unrecoverable storage error; nil: log and exit(1).
+	Fatal func(error)
+}
+
+// Server is a running rtcd.
+type Server struct {
+	cfg         *config.Config
+	store       *persistence.Store
+	engine      *actors.Engine
+	api         *fasthttp.Server
+	metricsSrv  *fasthttp.Server
+	apiLn       net.Listener
+	metricsLn   net.Listener
+	serveErrors chan error
+}
+
+// Start opens the data directory (bootstrapping it on first start), recovers
+// every actor, and starts both listeners.
+func Start(cfg *config.Config, opts Options) (*Server, error) {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	fatal := opts.Fatal
+	if fatal == nil {
+		fatal = func(err error) {
+			slog.Error("fatal storage error; exiting so recovery starts from what is durable", "error", err)
+			os.Exit(1)
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	master, err := LoadOrCreateMasterKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := auth.DeriveKeys(master)
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{
+		ApplySeconds: m.JournalApply, SyncSeconds: m.JournalSync,
+	}, fatal)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, store: store, serveErrors: make(chan error, 2)}
+	fail := func(err error) (*Server, error) {
+		_ = store.Close()
+		return nil, err
+	}
+	if ok, err := actors.Initialized(store); err != nil {
+		return fail(err)
+	} else if !ok {
+		res, err := actors.Bootstrap(store, keys, clk)
+		if err != nil {
+			return fail(err)
+		}
+		out := opts.BootstrapOut
+		if out == nil {
+			out = os.Stdout
+		}
+		slog.Info("first start: created a workspace, a project and an API key holding every scope; the key is printed once")
+		if err := json.NewEncoder(out).Encode(res); err != nil {
+			return fail(err)
+		}
+	}
+	engine, err := actors.New(actors.Settings{
+		Region:   cfg.Region,
+		MediaURL: cfg.MediaURL,
+		DefaultLimits: actors.Limits{
+			MaxActiveRooms:              cfg.DefaultMaxActiveRooms,
+			MaxActiveParticipants:       cfg.DefaultMaxActiveParticipants,
+			MaxParticipantsPerRoom:      cfg.DefaultMaxParticipantsPerRoom,
+			RoomCreatesPerMinute:        cfg.DefaultRoomCreatesPerMinute,
+			ParticipantCreatesPerMinute: cfg.DefaultParticipantCreatesPerMinute,
+			ConnectRequestsPerMinute:    cfg.DefaultConnectRequestsPerMinute,
+		},
+		ConnectPerIPPerMinute: cfg.ConnectPerIPPerMinute,
+		MediaTokenTTL:         time.Duration(cfg.MediaTokenTTLSeconds) * time.Second,
+		SnapshotEveryEvents:   cfg.SnapshotEveryEvents,
+	}, store, clk, ratelimit.NewMemory(), keys)
+	if err != nil {
+		return fail(err)
+	}
+	engine.OnConnectResult(func(code string) { m.ConnectResults.WithLabelValues(code).Inc() })
+	m.RegisterEngine(metrics.EngineGauges{
+		ActiveRooms:         func() float64 { return float64(engine.Stats().ActiveRooms) },
+		ActiveParticipants:  func() float64 { return float64(engine.Stats().ActiveParticipants) },
+		ProjectMailboxDepth: func() float64 { return float64(engine.Stats().ProjectMailboxDepth) },
+		RoomMailboxDepth:    func() float64 { return float64(engine.Stats().RoomMailboxDepth) },
+	})
+	if err := engine.Start(); err != nil {
+		return fail(fmt.Errorf("recovery: %w", err))
+	}
+	s.engine = engine
+
+	s.api = api.New(engine, m, Version, cfg.TrustForwardedFor).NewFastHTTPServer()
+	metricsHandler := m.Handler()
+	s.metricsSrv = &fasthttp.Server{
+		Name:        "rtcd-metrics",
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			switch string(ctx.Path()) {
+			case "/metrics":
+				metricsHandler(ctx)
+			case "/healthz":
+				ctx.SetContentType("text/plain")
+				ctx.SetBodyString("ok\n")
+			default:
+				ctx.SetStatusCode(404)
+			}
+		},
+	}
+	if s.apiLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		engine.Stop()
+		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
+	}
+	if s.metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+		_ = s.apiLn.Close()
+		engine.Stop()
+		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
+	}
+	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
+	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
+	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
+		"region", cfg.Region, "data_dir", cfg.DataDir, "version", Version)
+	return s, nil
+}
+
+// APIAddr is the API listener's address.
+func (s *Server) APIAddr() string { return s.apiLn.Addr().String() }
+
+// MetricsAddr is the metrics listener's address.
+func (s *Server) MetricsAddr() string { return s.metricsLn.Addr().String() }
+
+// Errors reports a listener that stopped serving on its own.
+func (s *Server) Errors() <-chan error { return s.serveErrors }
+
+// Shutdown drains in-flight requests (each waits for its durable reply),
+// stops the actors and closes Pebble cleanly.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.api.ShutdownWithContext(ctx)
+	_ = s.metricsSrv.ShutdownWithContext(ctx)
+	s.engine.Stop()
+	if cerr := s.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// LoadOrCreateMasterKey returns the configured master secret, or the one in
+// <data-dir>/master.key, creating it (0600) on first start.
+func LoadOrCreateMasterKey(cfg *config.Config) ([]byte, error) {
+	if cfg.MasterKey != "" {
+		k, err := hex.DecodeString(cfg.MasterKey)
+		if err != nil || len(k) < masterKeyBytes {
+			return nil, fmt.Errorf("RTCD_MASTER_KEY must be at least %d bytes of hex", masterKeyBytes)
+		}
+		return k, nil
+	}
+	path := filepath.Join(cfg.DataDir, "master.key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		k, derr := hex.DecodeString(strings.TrimSpace(string(b)))
+		if derr != nil || len(k) < masterKeyBytes {
+			return nil, fmt.Errorf("%s is not a hex master key of at least %d bytes", path, masterKeyBytes)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	k := make([]byte, masterKeyBytes)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString(hex.EncodeToString(k) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return k, err
+}
