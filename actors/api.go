@@ -214,10 +214,14 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 		return Result{}, apierr.Invalid("token", "token is required")
 	}
 	if p.SDK != nil {
-		for field, v := range map[string]string{"sdk.name": p.SDK.Name, "sdk.version": p.SDK.Version, "sdk.platform": p.SDK.Platform} {
-			if err := checkText(field, &v, MaxSDKFieldBytes); err != nil {
-				return Result{}, err
-			}
+		if err := checkText("sdk.name", &p.SDK.Name, MaxSDKFieldBytes); err != nil {
+			return Result{}, err
+		}
+		if err := checkText("sdk.version", &p.SDK.Version, MaxSDKFieldBytes); err != nil {
+			return Result{}, err
+		}
+		if err := checkText("sdk.platform", &p.SDK.Platform, MaxSDKFieldBytes); err != nil {
+			return Result{}, err
 		}
 	}
 	claims, err := e.keys.VerifyParticipantToken(p.Token, e.clock.Now())

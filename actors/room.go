@@ -34,8 +34,6 @@ type (
 		replyTo
 		caller *Caller
 	}
-	// finishEnding closes the sessions of an ending room; sent to itself.
-	finishEnding struct{}
 )
 
 // roomActor owns one room: its status, its participants and the
@@ -62,8 +60,6 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		a.removeParticipant(ctx, m)
 	case *deleteRoom:
 		a.deleteRoom(ctx, m)
-	case finishEnding:
-		a.finishEnding()
 	case sweep:
 		a.sweep(ctx)
 	}
@@ -106,7 +102,7 @@ func (a *roomActor) recover(ctx actor.Context) {
 	a.e.activeParticipants.Add(int64(a.state.Connected))
 	switch a.state.Room.Status {
 	case RoomEnding:
-		ctx.Send(ctx.Self(), finishEnding{})
+		a.finishEnding() // it crashed or stopped mid-ending
 	case RoomEnded:
 		ctx.Send(a.projectPID(), &roomClosed{roomID: a.id}) // the project may have missed it
 	}
@@ -319,7 +315,10 @@ func (a *roomActor) deleteRoom(ctx actor.Context, m *deleteRoom) {
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
-// it), then lets finishEnding close its sessions as the next message.
+// it), then closes its sessions. The two are separate durable steps so that
+// an external media engine's closure can sit between them; a crash in
+// between resumes at finishEnding on recovery. An actor never sends to its
+// own bounded mailbox (it could block on itself), so this is a direct call.
 func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller, done func(body []byte)) {
 	e := a.e
 	b := e.store.NewBatch()
@@ -335,7 +334,7 @@ func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller
 	})
 	// The media engine's room closure is requested here once a media
 	// adapter exists (media issue); today no media node holds the room.
-	ctx.Send(ctx.Self(), finishEnding{})
+	a.finishEnding()
 }
 
 // finishEnding closes every open participant session and ends the room.
@@ -359,7 +358,12 @@ func (a *roomActor) finishEnding() {
 	}
 	a.releaseProjectSlots(held)
 	projectPID := a.projectPID()
-	e.store.Commit(b, func() { e.system.Root.Send(projectPID, &roomClosed{roomID: a.id}) })
+	e.store.Commit(b, func() {
+		// Told only once the end is durable, so the project never forgets a
+		// room that would recover as ending. Sent from a goroutine: the
+		// syncer must never block on a full mailbox.
+		go e.system.Root.Send(projectPID, &roomClosed{roomID: a.id})
+	})
 }
 
 func (a *roomActor) sweep(ctx actor.Context) {
