@@ -12,12 +12,15 @@ import (
 	"rtcd/apierr"
 )
 
+// jsonWhitespace is the insignificant whitespace of JSON (RFC 8259).
+const jsonWhitespace = " \t\r\n"
+
 // decode reads the body as exactly one JSON object into v, strictly:
 // unknown fields, wrong types and trailing data are invalid_request. An
 // empty body counts as {} when emptyOK (every field of the request is
 // optional).
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
-	body := trimSpace(rc.ctx.PostBody())
+	body := bytes.Trim(rc.ctx.PostBody(), jsonWhitespace)
 	if len(body) == 0 {
 		if emptyOK {
 			return nil

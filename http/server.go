@@ -97,15 +97,57 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 		NoDefaultServerHeader:         false,
 		NoDefaultContentType:          true,
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
-			rc := &reqCtx{ctx: ctx, requestID: ids.New(ids.Request)}
+			rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
 			ctx.Response.Header.Set("X-Request-Id", rc.requestID)
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				drainRefusedBody(ctx)
 				rc.fail(apierr.New(apierr.InvalidRequest, "request body exceeds %d bytes", MaxRequestBodyBytes).
 					WithDetails("limit_bytes", MaxRequestBodyBytes).WithStatus(413))
-				return
+			} else {
+				rc.fail(apierr.New(apierr.InvalidRequest, "malformed HTTP request"))
 			}
-			rc.fail(apierr.New(apierr.InvalidRequest, "malformed HTTP request"))
+			if s.metrics != nil {
+				// Refused before routing, so counted under the unmatched route.
+				s.metrics.HTTPRequests.WithLabelValues("unmatched", string(ctx.Method()), strconv.Itoa(ctx.Response.StatusCode())).Inc()
+			}
 		},
+	}
+}
+
+// Bounds of draining a refused (oversized) request body; see drainRefusedBody.
+const (
+	drainMaxBytes = 4 << 20
+	drainMaxWait  = 2 * time.Second
+	drainIdleGap  = 100 * time.Millisecond
+)
+
+// drainRefusedBody reads and discards what the client is still sending of a
+// body refused as too large, before the 413 is written and the connection
+// closed. Closing a socket with unread data makes the kernel reset the
+// connection, and the reset can destroy the 413 before the client reads it.
+// Bounded: at most drainMaxBytes within drainMaxWait, stopping once the
+// client pauses for drainIdleGap; a declared body larger than drainMaxBytes
+// is not drained at all.
+func drainRefusedBody(ctx *fasthttp.RequestCtx) {
+	c := ctx.Conn()
+	if c == nil || ctx.Request.Header.ContentLength() > drainMaxBytes {
+		return
+	}
+	deadline := time.Now().Add(drainMaxWait)
+	buf := make([]byte, 32*1024)
+	for total := 0; total < drainMaxBytes; {
+		d := time.Now().Add(drainIdleGap)
+		if d.After(deadline) {
+			d = deadline
+		}
+		if c.SetReadDeadline(d) != nil {
+			return
+		}
+		n, err := c.Read(buf)
+		total += n
+		if err != nil {
+			return
+		}
 	}
 }
 
