@@ -10,17 +10,17 @@ import (
 // indexes store an inverted timestamp so that a forward scan yields the
 // newest entry first, which is the order every list endpoint returns.
 const (
-	prefixJournal  = "j/" // j/<actorID>/<seq:8>            -> encoded event
-	prefixSnapshot = "s/" // s/<actorID>                    -> seq:8 + encoded state
-	PrefixMeta     = "m/" // m/<name>                       -> operator metadata
-	PrefixProject  = "p/" // p/<projectID>                  -> project id (directory of project actors)
-	PrefixRoom     = "r/" // r/<roomID>                     -> room read record
-	PrefixRoomIdx  = "ri/" // ri/<projectID>/<inv:8><roomID> -> roomID
-	PrefixPart     = "pt/" // pt/<roomID>/<participantID>   -> participant read record
-	PrefixPartIdx  = "pi/" // pi/<roomID>/<inv:8><partID>    -> participantID
-	PrefixKeyIdx   = "ki/" // ki/<projectID>/<inv:8><keyID>  -> key read record
-	PrefixAudit    = "au/" // au/<projectID>/<inv:8><auditID> -> audit entry
-	PrefixIdem     = "id/" // id/<scope hash:32>            -> sealed idempotency record
+	prefixJournal  = "j/"  // j/<actorID>/<seq:8>                          -> encoded event
+	prefixSnapshot = "s/"  // s/<actorID>                                  -> seq:8 + encoded state
+	PrefixMeta     = "m/"  // m/<name>                                     -> operator metadata
+	PrefixProject  = "p/"  // p/<projectID>                                -> (directory of project actors)
+	PrefixRoom     = "r/"  // r/<projectID>/<roomID>                       -> room read record
+	PrefixRoomIdx  = "ri/" // ri/<projectID>/<inv:8><roomID>               -> roomID
+	PrefixPart     = "pt/" // pt/<projectID>/<roomID>/<participantID>      -> participant read record
+	PrefixPartIdx  = "pi/" // pi/<projectID>/<roomID>/<inv:8><participantID> -> participantID
+	PrefixKeyIdx   = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
+	PrefixAudit    = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
+	PrefixIdem     = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
 )
 
 // JournalKey is the key of event seq in actorID's journal.

@@ -1,0 +1,257 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// envOf returns an environment lookup over m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+var noEnv = envOf(nil)
+
+// docRows returns the table rows of docs/configuration.md, each split into
+// its cells with surrounding spaces and backquotes removed.
+func docRows(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatalf("docs/configuration.md must exist and list every setting: %v", err)
+	}
+	var rows [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+			cells = append(cells, strings.Trim(strings.TrimSpace(c), "`"))
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+// TestDocsListEverySetting keeps docs/configuration.md in step with
+// Settings(): each setting has a table row holding its flag, its environment
+// variable and its default.
+func TestDocsListEverySetting(t *testing.T) {
+	rows := docRows(t)
+	for _, s := range (&Config{}).Settings() {
+		flagName, envName := "--"+s.Name, s.EnvName()
+		var row []string
+		for _, r := range rows {
+			hasFlag, hasEnv := false, false
+			for _, c := range r {
+				hasFlag = hasFlag || c == flagName
+				hasEnv = hasEnv || c == envName
+			}
+			if hasFlag && hasEnv {
+				row = r
+				break
+			}
+		}
+		if row == nil {
+			t.Errorf("docs/configuration.md has no table row with both %s and %s", flagName, envName)
+			continue
+		}
+		if s.Default == "" {
+			continue // shown as a description ("empty: ...")
+		}
+		found := false
+		for _, c := range row {
+			found = found || c == s.Default
+		}
+		if !found {
+			t.Errorf("docs/configuration.md row of %s does not show its default %q: %q", flagName, s.Default, row)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("test", nil, noEnv)
+	if err != nil {
+		t.Fatalf("defaults must be valid: %v", err)
+	}
+	want := map[string]any{
+		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
+		"region": "global", "media-url": "ws://127.0.0.1:8081/v1/media", "master-key": "",
+		"default-max-active-rooms": 1000, "default-max-active-participants": 10000,
+		"default-max-participants-per-room": 100, "default-room-creates-per-minute": 600,
+		"default-participant-creates-per-minute": 6000, "default-connect-requests-per-minute": 60000,
+		"connect-per-ip-per-minute": 6000, "media-token-ttl-seconds": 60, "snapshot-every-events": 1000,
+		"shutdown-timeout-seconds": 15, "trust-forwarded-for": false, "log-level": "info",
+	}
+	settings := c.Settings()
+	if len(settings) != len(want) {
+		t.Errorf("%d settings, this test knows %d: add the new one here and to docs/configuration.md", len(settings), len(want))
+	}
+	for _, s := range settings {
+		w, ok := want[s.Name]
+		if !ok {
+			t.Errorf("setting %s is not covered by this test", s.Name)
+			continue
+		}
+		if got := valueOf(s); got != w {
+			t.Errorf("default of --%s = %v, want %v", s.Name, got, w)
+		}
+	}
+}
+
+func valueOf(s Setting) any {
+	switch {
+	case s.str != nil:
+		return *s.str
+	case s.num != nil:
+		return *s.num
+	default:
+		return *s.boolean
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for name, want := range map[string]string{
+		"data-dir":                          "RTCD_DATA_DIR",
+		"default-max-participants-per-room": "RTCD_DEFAULT_MAX_PARTICIPANTS_PER_ROOM",
+		"connect-per-ip-per-minute":         "RTCD_CONNECT_PER_IP_PER_MINUTE",
+		"region":                            "RTCD_REGION",
+		"media-url":                         "RTCD_MEDIA_URL",
+	} {
+		if got := (Setting{Name: name}).EnvName(); got != want {
+			t.Errorf("EnvName(%s) = %s, want %s", name, got, want)
+		}
+	}
+}
+
+func TestEnvironmentApplies(t *testing.T) {
+	c, err := Parse("test", nil, envOf(map[string]string{
+		"RTCD_DATA_DIR":                               "/var/lib/rtcd",
+		"RTCD_LISTEN":                                 "0.0.0.0:9000",
+		"RTCD_METRICS_LISTEN":                         "127.0.0.1:9200",
+		"RTCD_REGION":                                 "eu-west",
+		"RTCD_MEDIA_URL":                              "wss://media.example.com/v1/media",
+		"RTCD_MASTER_KEY":                             strings.Repeat("ab", 32),
+		"RTCD_DEFAULT_MAX_ACTIVE_ROOMS":               "5",
+		"RTCD_DEFAULT_MAX_ACTIVE_PARTICIPANTS":        "50",
+		"RTCD_DEFAULT_MAX_PARTICIPANTS_PER_ROOM":      "10",
+		"RTCD_DEFAULT_ROOM_CREATES_PER_MINUTE":        "7",
+		"RTCD_DEFAULT_PARTICIPANT_CREATES_PER_MINUTE": "8",
+		"RTCD_DEFAULT_CONNECT_REQUESTS_PER_MINUTE":    "9",
+		"RTCD_CONNECT_PER_IP_PER_MINUTE":              "11",
+		"RTCD_MEDIA_TOKEN_TTL_SECONDS":                "30",
+		"RTCD_SNAPSHOT_EVERY_EVENTS":                  "12",
+		"RTCD_SHUTDOWN_TIMEOUT_SECONDS":               "3",
+		"RTCD_TRUST_FORWARDED_FOR":                    "true",
+		"RTCD_LOG_LEVEL":                              "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		DataDir: "/var/lib/rtcd", Listen: "0.0.0.0:9000", MetricsListen: "127.0.0.1:9200", Region: "eu-west",
+		MediaURL: "wss://media.example.com/v1/media", MasterKey: strings.Repeat("ab", 32),
+		DefaultMaxActiveRooms: 5, DefaultMaxActiveParticipants: 50, DefaultMaxParticipantsPerRoom: 10,
+		DefaultRoomCreatesPerMinute: 7, DefaultParticipantCreatesPerMinute: 8, DefaultConnectRequestsPerMinute: 9,
+		ConnectPerIPPerMinute: 11, MediaTokenTTLSeconds: 30, SnapshotEveryEvents: 12, ShutdownTimeoutSeconds: 3,
+		TrustForwardedFor: true, LogLevel: "debug",
+	}
+	if *c != want {
+		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)
+	}
+}
+
+func TestEmptyEnvironmentVariableIsUnset(t *testing.T) {
+	c, err := Parse("test", nil, envOf(map[string]string{"RTCD_LISTEN": "", "RTCD_DEFAULT_MAX_ACTIVE_ROOMS": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.DefaultMaxActiveRooms != 1000 {
+		t.Errorf("empty variables must leave the defaults: listen %q, max rooms %d", c.Listen, c.DefaultMaxActiveRooms)
+	}
+}
+
+func TestFlagsBeatEnvironment(t *testing.T) {
+	env := envOf(map[string]string{
+		"RTCD_LISTEN":                            "127.0.0.1:1111",
+		"RTCD_REGION":                            "from-env",
+		"RTCD_DEFAULT_MAX_PARTICIPANTS_PER_ROOM": "10",
+		"RTCD_TRUST_FORWARDED_FOR":               "true",
+		"RTCD_LOG_LEVEL":                         "warn",
+	})
+	c, err := Parse("test", []string{
+		"--listen", "127.0.0.1:2222",
+		"--region=from-flag",
+		"--default-max-participants-per-room=20",
+		"--trust-forwarded-for=false",
+	}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:2222" || c.Region != "from-flag" || c.DefaultMaxParticipantsPerRoom != 20 || c.TrustForwardedFor {
+		t.Errorf("flags must win over the environment: %+v", *c)
+	}
+	if c.LogLevel != "warn" {
+		t.Errorf("a setting without a flag keeps its environment value: log level %q", c.LogLevel)
+	}
+}
+
+func TestInvalidValues(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // a fragment of the error
+	}{
+		{"negative flag", []string{"--default-max-active-rooms=-1"}, nil, "negative"},
+		{"negative env", nil, map[string]string{"RTCD_CONNECT_PER_IP_PER_MINUTE": "-5"}, "negative"},
+		{"negative participants per room", []string{"--default-max-participants-per-room", "-10"}, nil, "negative"},
+		{"listen without port", []string{"--listen", "localhost"}, nil, "HOST:PORT"},
+		{"listen garbage env", nil, map[string]string{"RTCD_LISTEN": "not an address"}, "HOST:PORT"},
+		{"metrics listen without port", []string{"--metrics-listen=127.0.0.1"}, nil, "HOST:PORT"},
+		{"media url http", []string{"--media-url=http://media.example.com"}, nil, "ws://"},
+		{"media url https env", nil, map[string]string{"RTCD_MEDIA_URL": "https://media.example.com"}, "ws://"},
+		{"log level", []string{"--log-level=verbose"}, nil, "log-level"},
+		{"log level env", nil, map[string]string{"RTCD_LOG_LEVEL": "INFO"}, "log-level"},
+		{"non-integer env", nil, map[string]string{"RTCD_DEFAULT_MAX_ACTIVE_ROOMS": "ten"}, "not an integer"},
+		{"float env", nil, map[string]string{"RTCD_MEDIA_TOKEN_TTL_SECONDS": "1.5"}, "not an integer"},
+		{"non-boolean env", nil, map[string]string{"RTCD_TRUST_FORWARDED_FOR": "maybe"}, "not a boolean"},
+		{"non-integer flag", []string{"--snapshot-every-events=many"}, nil, "invalid value"},
+		{"zero media token ttl", []string{"--media-token-ttl-seconds=0"}, nil, "at least 1"},
+		{"zero snapshot cadence", []string{"--snapshot-every-events=0"}, nil, "at least 1"},
+		{"empty data dir", []string{"--data-dir="}, nil, "data-dir"},
+		{"empty region", []string{"--region="}, nil, "region"},
+		{"unknown flag", []string{"--no-such-setting=1"}, nil, "no-such-setting"},
+		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("test", tc.args, envOf(tc.env))
+			if err == nil {
+				t.Fatalf("args %q env %v: want an error", tc.args, tc.env)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidEdgeValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--media-url=wss://media.example.com/v1/media"},
+		{"--media-url="}, // no media node: connects answer service_unavailable
+		{"--listen=[::1]:8080", "--metrics-listen=:9100"},
+		{"--listen=127.0.0.1:0"},
+		{"--default-max-active-rooms=0"}, // zero is allowed: the project can create no rooms
+		{"--trust-forwarded-for"},
+		{"--log-level=error"},
+	} {
+		if _, err := Parse("test", args, noEnv); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
