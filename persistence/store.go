@@ -86,11 +86,18 @@ func (s *Store) Commit(b *pebble.Batch, done func()) {
 }
 
 // CommitAndWait applies b and waits until it is durable. For callers that
-// are not actors (bootstrap, sweepers), where blocking is fine.
+// are not actors (bootstrap, sweepers), where blocking is fine. Such a caller
+// holds no in-memory state ahead of the disk, so a batch that cannot be
+// applied or synced is returned as an error (not sent to the fatal handler,
+// which may return, leaving the caller waiting forever).
 func (s *Store) CommitAndWait(b *pebble.Batch) error {
-	durable := make(chan struct{})
-	s.Commit(b, func() { close(durable) })
-	<-durable
+	err := s.db.Apply(b, pebble.Sync)
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("persistence: commit: %w", err)
+	}
 	return nil
 }
 

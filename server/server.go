@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -157,7 +159,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 			}
 		},
 	}
-	if s.apiLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {
 		engine.Stop()
 		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
 	}
@@ -232,4 +234,103 @@ func LoadOrCreateMasterKey(cfg *config.Config) ([]byte, error) {
 		err = cerr
 	}
 	return k, err
+}
+
+// drainListener is the API listener. fasthttp's Shutdown waits for every
+// open connection, and counts one that is waiting for its first request as
+// active, not idle: a single connection that never sends a byte (a client's
+// spare dial, a TCP health check) would hold the drain until ReadTimeout,
+// past the shutdown timeout. So once the listener is closed (the first step
+// of Shutdown), every accepted connection on which no byte was read yet is
+// closed too. No request was read from such a connection, so none is cut
+// off: the caller sees the connection refused, as if it had been queued.
+type drainListener struct {
+	net.Listener
+	mu     sync.Mutex
+	closed bool
+	conns  map[*drainConn]struct{}
+}
+
+// listenDraining listens on addr (a plain nil interface on error).
+func listenDraining(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &drainListener{Listener: ln, conns: make(map[*drainConn]struct{})}, nil
+}
+
+func (l *drainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	dc := &drainConn{Conn: c, l: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns[dc] = struct{}{}
+	return dc, nil
+}
+
+// Close closes the listener and every connection not yet used.
+func (l *drainListener) Close() error {
+	err := l.Listener.Close()
+	l.mu.Lock()
+	l.closed = true
+	unused := make([]*drainConn, 0, len(l.conns))
+	for c := range l.conns {
+		unused = append(unused, c)
+	}
+	l.mu.Unlock()
+	for _, c := range unused {
+		c.closeIfUnused()
+	}
+	return err
+}
+
+type drainConn struct {
+	net.Conn
+	l    *drainListener
+	used atomic.Bool // a byte was read: a request began; set only under mu
+	mu   sync.Mutex
+	shut bool // closed by the listener's Close before any byte was read
+}
+
+func (c *drainConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.used.Load() {
+		return n, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shut {
+		return 0, net.ErrClosed // bytes that raced the close are dropped, never served
+	}
+	if n > 0 {
+		c.used.Store(true)
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *drainConn) closeIfUnused() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.used.Load() {
+		c.shut = true
+		_ = c.Conn.Close()
+	}
+}
+
+func (c *drainConn) Close() error {
+	c.l.mu.Lock()
+	delete(c.l.conns, c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
 }

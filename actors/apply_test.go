@@ -1,0 +1,587 @@
+package actors
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/scopes"
+)
+
+// t0 is the instant the test rooms and projects are created.
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+
+func testRoom() Room {
+	return Room{
+		ID: "room_1", ProjectID: "prj_1", Name: "standup", Status: RoomWaiting, Region: "global",
+		MaxParticipants: 3, Metadata: json.RawMessage(`{"team":"core"}`), CreatedAt: t0, ExpiresAt: at(3600),
+	}
+}
+
+// Room events, by name, as the room actor produces them.
+func created(id string, sec int) roomEvent {
+	return roomEvent{ParticipantCreated: &Participant{
+		ID: id, RoomID: "room_1", Name: "name of " + id, Role: RolePublisher, Status: ParticipantCreated,
+		CreatedAt: at(sec), ExpiresAt: at(sec + 600),
+	}}
+}
+
+func connected(id string, sec int) roomEvent {
+	return roomEvent{ParticipantConnected: &participantConnected{ParticipantID: id, SessionID: "cs_" + id, At: at(sec)}}
+}
+
+func removed(id string, sec int) roomEvent {
+	return roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: id, At: at(sec)}}
+}
+
+func endingStarted(reason string, sec int) roomEvent {
+	return roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: at(sec)}}
+}
+
+func ended(sec int) roomEvent { return roomEvent{RoomEnded: &roomEnded{At: at(sec)}} }
+
+// offset renders a time as seconds after t0, or "-" for the zero time.
+func offset(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%+d", int(t.Sub(t0)/time.Second))
+}
+
+// summarize renders what a room's state means, one participant per line in
+// id order, for table comparisons.
+func summarize(s *roomState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "room %s reason=%q ended=%s connected=%d\n", s.Room.Status, s.Room.EndReason, offset(s.Room.EndedAt), s.Connected)
+	ids := make([]string, 0, len(s.Participants))
+	for id := range s.Participants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p := s.Participants[id]
+		fmt.Fprintf(&b, "%s %s connected=%s ended=%s\n", id, p.Status, offset(p.ConnectedAt), offset(p.EndedAt))
+	}
+	return b.String()
+}
+
+// checkRoomInvariants asserts what must hold after every event: Connected
+// is exactly the number of participants holding a cap slot, and an ended
+// room has no open session.
+func checkRoomInvariants(t *testing.T, s *roomState, after string) {
+	t.Helper()
+	n := 0
+	for _, p := range s.Participants {
+		if p.counts() {
+			n++
+		}
+		if s.Room.Status == RoomEnded && (p.Status == ParticipantCreated || p.Status == ParticipantConnected) {
+			t.Fatalf("after %s: participant %s is %s in an ended room", after, p.ID, p.Status)
+		}
+	}
+	if n != s.Connected {
+		t.Fatalf("after %s: Connected=%d but %d participants hold a slot", after, s.Connected, n)
+	}
+}
+
+// roundTrip passes v through its journal or snapshot encoding.
+func roundTrip[T any](t *testing.T, v *T) *T {
+	t.Helper()
+	var out T
+	if err := json.Unmarshal(encode(v), &out); err != nil {
+		t.Fatalf("decode %T: %v", v, err)
+	}
+	return &out
+}
+
+func eventName(e roomEvent) string {
+	b := encode(&e)
+	name, _, _ := strings.Cut(strings.TrimPrefix(string(b), `{"`), `"`)
+	return name
+}
+
+var roomCases = []struct {
+	name   string
+	events []roomEvent
+	want   string
+}{
+	{
+		name:   "new room",
+		events: nil,
+		want:   "room waiting reason=\"\" ended=- connected=0\n",
+	},
+	{
+		name:   "created participants hold no slot",
+		events: []roomEvent{created("p1", 1), created("p2", 2)},
+		want: "room waiting reason=\"\" ended=- connected=0\n" +
+			"p1 created connected=- ended=-\n" +
+			"p2 created connected=- ended=-\n",
+	},
+	{
+		name:   "connect takes a slot",
+		events: []roomEvent{created("p1", 1), created("p2", 2), connected("p2", 3)},
+		want: "room waiting reason=\"\" ended=- connected=1\n" +
+			"p1 created connected=- ended=-\n" +
+			"p2 connected connected=+3 ended=-\n",
+	},
+	{
+		name:   "reconnect keeps its one slot and first connect time",
+		events: []roomEvent{created("p1", 1), connected("p1", 2), connected("p1", 5), connected("p1", 9)},
+		want: "room waiting reason=\"\" ended=- connected=1\n" +
+			"p1 connected connected=+2 ended=-\n",
+	},
+	{
+		name:   "removing a connected participant frees its slot",
+		events: []roomEvent{created("p1", 1), connected("p1", 2), created("p2", 3), connected("p2", 4), removed("p1", 5)},
+		want: "room waiting reason=\"\" ended=- connected=1\n" +
+			"p1 removed connected=+2 ended=+5\n" +
+			"p2 connected connected=+4 ended=-\n",
+	},
+	{
+		name:   "removing a never connected participant frees nothing",
+		events: []roomEvent{created("p1", 1), connected("p1", 2), created("p2", 3), removed("p2", 4)},
+		want: "room waiting reason=\"\" ended=- connected=1\n" +
+			"p1 connected connected=+2 ended=-\n" +
+			"p2 removed connected=- ended=+4\n",
+	},
+	{
+		name:   "a removed participant cannot reconnect",
+		events: []roomEvent{created("p1", 1), connected("p1", 2), removed("p1", 3), connected("p1", 4)},
+		want: "room waiting reason=\"\" ended=- connected=0\n" +
+			"p1 removed connected=+2 ended=+3\n",
+	},
+	{
+		name:   "ending keeps sessions open",
+		events: []roomEvent{created("p1", 1), connected("p1", 2), endingStarted(EndReasonDeleted, 10)},
+		want: "room ending reason=\"deleted\" ended=- connected=1\n" +
+			"p1 connected connected=+2 ended=-\n",
+	},
+	{
+		name: "ended closes open sessions, keeps removed ones, frees every slot",
+		events: []roomEvent{
+			created("p1", 1), connected("p1", 2), created("p2", 3), connected("p2", 4), created("p3", 5),
+			created("p4", 6), connected("p4", 7), removed("p4", 8),
+			endingStarted(EndReasonExpired, 3600), ended(3601),
+		},
+		want: "room ended reason=\"expired\" ended=+3601 connected=0\n" +
+			"p1 ended connected=+2 ended=+3601\n" +
+			"p2 ended connected=+4 ended=+3601\n" +
+			"p3 ended connected=- ended=+3601\n" +
+			"p4 removed connected=+7 ended=+8\n",
+	},
+	{
+		name:   "a full room: three of three connected",
+		events: []roomEvent{created("p1", 1), created("p2", 1), created("p3", 1), connected("p1", 2), connected("p2", 2), connected("p3", 2)},
+		want: "room waiting reason=\"\" ended=- connected=3\n" +
+			"p1 connected connected=+2 ended=-\n" +
+			"p2 connected connected=+2 ended=-\n" +
+			"p3 connected connected=+2 ended=-\n",
+	},
+}
+
+func TestRoomApply(t *testing.T) {
+	for _, tc := range roomCases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRoomState(testRoom())
+			for i := range tc.events {
+				s.apply(&tc.events[i])
+				checkRoomInvariants(t, s, fmt.Sprintf("event %d (%s)", i, eventName(tc.events[i])))
+			}
+			if got := summarize(s); got != tc.want {
+				t.Fatalf("state:\n%s\nwant:\n%s", got, tc.want)
+			}
+			// The room's own record is untouched by participant events.
+			if s.Room.ID != "room_1" || s.Room.MaxParticipants != 3 || string(s.Room.Metadata) != `{"team":"core"}` {
+				t.Fatalf("room record changed: %+v", s.Room)
+			}
+		})
+	}
+}
+
+func TestRoomApplyCopiesTheCreatedParticipant(t *testing.T) {
+	s := newRoomState(testRoom())
+	ev := created("p1", 1)
+	s.apply(&ev)
+	ev.ParticipantCreated.Status = "tampered"
+	if s.Participants["p1"].Status != ParticipantCreated {
+		t.Fatal("the state aliases the event's participant")
+	}
+}
+
+// TestRoomReplayEquivalence: for every case and every point k at which a
+// snapshot could have been taken, recovering (decode the snapshot of the
+// state after k events, then replay the rest as decoded from the journal)
+// gives the state that applying every event at run time gave.
+func TestRoomReplayEquivalence(t *testing.T) {
+	for _, tc := range roomCases {
+		t.Run(tc.name, func(t *testing.T) {
+			live := newRoomState(testRoom())
+			for i := range tc.events {
+				live.apply(&tc.events[i])
+			}
+			want := encode(live)
+			for k := 0; k <= len(tc.events); k++ {
+				s := newRoomState(testRoom())
+				for i := 0; i < k; i++ {
+					s.apply(roundTrip(t, &tc.events[i]))
+				}
+				rec := roundTrip(t, s) // the snapshot at k
+				if rec.Participants == nil {
+					t.Fatalf("snapshot at %d decodes with a nil participant map", k)
+				}
+				for i := k; i < len(tc.events); i++ {
+					rec.apply(roundTrip(t, &tc.events[i]))
+					checkRoomInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
+				}
+				if got := encode(rec); !bytes.Equal(got, want) {
+					t.Fatalf("snapshot at %d + replay:\n%s\nwant (run time):\n%s", k, got, want)
+				}
+				if summarize(rec) != summarize(live) {
+					t.Fatalf("snapshot at %d + replay:\n%s\nwant:\n%s", k, summarize(rec), summarize(live))
+				}
+			}
+		})
+	}
+}
+
+// --- project -------------------------------------------------------------
+
+func testProject() Project {
+	return Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: ProjectActive, CreatedAt: t0}
+}
+
+func roomOpened(id string) projectEvent { return projectEvent{RoomCreated: &roomRef{RoomID: id}} }
+func roomShut(id string) projectEvent   { return projectEvent{RoomClosed: &roomRef{RoomID: id}} }
+
+func keyMade(id string, sec int) projectEvent {
+	var hash [32]byte
+	copy(hash[:], id)
+	hash[31] = 0xff
+	return projectEvent{APIKeyCreated: &APIKey{
+		ID: id, Name: "key " + id, Scopes: uint32(scopes.All), Last4: "abcd", Hash: hash,
+		CreatedAt: at(sec), CreatedBy: Actor{Type: "operator", ID: "rtcd init"},
+	}}
+}
+
+func keyRevoked(id string, sec int) projectEvent {
+	return projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: id, At: at(sec)}}
+}
+
+func summarizeProject(s *projectState) string {
+	var b strings.Builder
+	rooms := make([]string, 0, len(s.ActiveRooms))
+	for id := range s.ActiveRooms {
+		rooms = append(rooms, id)
+	}
+	sort.Strings(rooms)
+	fmt.Fprintf(&b, "active rooms %v; active keys %d\n", rooms, s.ActiveKeys)
+	keys := make([]string, 0, len(s.Keys))
+	for id := range s.Keys {
+		keys = append(keys, id)
+	}
+	sort.Strings(keys)
+	for _, id := range keys {
+		fmt.Fprintf(&b, "%s revoked=%s\n", id, offset(s.Keys[id].RevokedAt))
+	}
+	return b.String()
+}
+
+func checkProjectInvariants(t *testing.T, s *projectState, after string) {
+	t.Helper()
+	n := 0
+	for _, k := range s.Keys {
+		if k.RevokedAt.IsZero() {
+			n++
+		}
+	}
+	if n != s.ActiveKeys {
+		t.Fatalf("after %s: ActiveKeys=%d but %d keys are not revoked", after, s.ActiveKeys, n)
+	}
+}
+
+var projectCases = []struct {
+	name   string
+	events []projectEvent
+	want   string
+}{
+	{"new project", nil, "active rooms []; active keys 0\n"},
+	{"rooms open and close", []projectEvent{roomOpened("r1"), roomOpened("r2"), roomOpened("r3"), roomShut("r2")},
+		"active rooms [r1 r3]; active keys 0\n"},
+	{"closing twice or closing an unknown room changes nothing", []projectEvent{roomOpened("r1"), roomShut("r1"), roomShut("r1"), roomShut("r9")},
+		"active rooms []; active keys 0\n"},
+	{"keys", []projectEvent{keyMade("k1", 1), keyMade("k2", 2), keyMade("k3", 3)},
+		"active rooms []; active keys 3\nk1 revoked=-\nk2 revoked=-\nk3 revoked=-\n"},
+	{"revocation is counted once and keeps its first time", []projectEvent{keyMade("k1", 1), keyMade("k2", 2), keyRevoked("k1", 5), keyRevoked("k1", 9)},
+		"active rooms []; active keys 1\nk1 revoked=+5\nk2 revoked=-\n"},
+	{"mixed", []projectEvent{keyMade("k1", 1), roomOpened("r1"), roomOpened("r2"), keyMade("k2", 2), roomShut("r1"), keyRevoked("k2", 3), roomOpened("r3")},
+		"active rooms [r2 r3]; active keys 1\nk1 revoked=-\nk2 revoked=+3\n"},
+}
+
+func TestProjectApply(t *testing.T) {
+	for _, tc := range projectCases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newProjectState(testProject())
+			for i := range tc.events {
+				s.apply(&tc.events[i])
+				checkProjectInvariants(t, s, fmt.Sprintf("event %d", i))
+			}
+			if got := summarizeProject(s); got != tc.want {
+				t.Fatalf("state:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProjectReplayEquivalence(t *testing.T) {
+	limits := &Limits{MaxActiveRooms: 7, MaxActiveParticipants: 70, MaxParticipantsPerRoom: 10,
+		RoomCreatesPerMinute: 1, ParticipantCreatesPerMinute: 2, ConnectRequestsPerMinute: 3}
+	for _, withLimits := range []bool{false, true} {
+		for _, tc := range projectCases {
+			t.Run(fmt.Sprintf("%s/limits=%v", tc.name, withLimits), func(t *testing.T) {
+				p := testProject()
+				if withLimits {
+					p.Limits = limits
+				}
+				live := newProjectState(p)
+				for i := range tc.events {
+					live.apply(&tc.events[i])
+				}
+				want := encode(live)
+				for k := 0; k <= len(tc.events); k++ {
+					s := newProjectState(p)
+					for i := 0; i < k; i++ {
+						s.apply(roundTrip(t, &tc.events[i]))
+					}
+					rec := roundTrip(t, s)
+					if rec.ActiveRooms == nil || rec.Keys == nil {
+						t.Fatalf("snapshot at %d decodes with nil maps", k)
+					}
+					for i := k; i < len(tc.events); i++ {
+						rec.apply(roundTrip(t, &tc.events[i]))
+						checkProjectInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
+					}
+					if got := encode(rec); !bytes.Equal(got, want) {
+						t.Fatalf("snapshot at %d + replay:\n%s\nwant:\n%s", k, got, want)
+					}
+					for id, k := range live.Keys {
+						if rec.Keys[id].Hash != k.Hash || rec.Keys[id].Scopes != k.Scopes {
+							t.Fatalf("key %s lost its hash or scopes in the snapshot", id)
+						}
+					}
+					if withLimits && (rec.Project.Limits == nil || *rec.Project.Limits != *limits) {
+						t.Fatalf("project limits after recovery = %+v, want %+v", rec.Project.Limits, limits)
+					}
+					if !withLimits && rec.Project.Limits != nil {
+						t.Fatalf("a project following the defaults recovered with limits %+v", rec.Project.Limits)
+					}
+				}
+			})
+		}
+	}
+}
+
+// --- validation bounds ---------------------------------------------------
+
+func ptr[T any](v T) *T { return &v }
+
+func wantInvalid(t *testing.T, err *apierr.Error, field string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want invalid_request on %s", field)
+	}
+	if err.Code != apierr.InvalidRequest || err.Details["field"] != field {
+		t.Fatalf("error %v (details %v); want invalid_request on field %s", err, err.Details, field)
+	}
+}
+
+func TestValidateRoom(t *testing.T) {
+	ok := []struct {
+		name  string
+		p     RoomParams
+		check func(v validatedRoom) bool
+	}{
+		{"empty body takes defaults", RoomParams{}, func(v validatedRoom) bool {
+			return v.name == "" && v.maxParticipants == 0 && v.expiresInSecs == RoomExpiresInDefaultSeconds && v.region == "global" && v.metadata == nil
+		}},
+		{"name of exactly MaxNameBytes", RoomParams{Name: ptr(strings.Repeat("a", MaxNameBytes))}, func(v validatedRoom) bool { return len(v.name) == MaxNameBytes }},
+		{"multibyte name at the bound", RoomParams{Name: ptr(strings.Repeat("é", MaxNameBytes/2))}, func(v validatedRoom) bool { return len(v.name) == MaxNameBytes }},
+		{"max_participants 1", RoomParams{MaxParticipants: ptr(1)}, func(v validatedRoom) bool { return v.maxParticipants == 1 }},
+		{"shortest expiry", RoomParams{ExpiresIn: ptr(RoomExpiresInMinSeconds)}, func(v validatedRoom) bool { return v.expiresInSecs == RoomExpiresInMinSeconds }},
+		{"longest expiry", RoomParams{ExpiresIn: ptr(RoomExpiresInMaxSeconds)}, func(v validatedRoom) bool { return v.expiresInSecs == RoomExpiresInMaxSeconds }},
+		{"the server's region", RoomParams{Region: ptr("global")}, func(v validatedRoom) bool { return v.region == "global" }},
+		{"metadata compacted", RoomParams{Metadata: json.RawMessage(`{ "a" : [1, 2] }`)}, func(v validatedRoom) bool { return string(v.metadata) == `{"a":[1,2]}` }},
+	}
+	for _, tc := range ok {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := validateRoom(&tc.p, "global")
+			if err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if !tc.check(v) {
+				t.Fatalf("validated to %+v", v)
+			}
+		})
+	}
+	bad := []struct {
+		name  string
+		p     RoomParams
+		field string
+	}{
+		{"name one byte too long", RoomParams{Name: ptr(strings.Repeat("a", MaxNameBytes+1))}, "name"},
+		{"name not UTF-8", RoomParams{Name: ptr("a\xffb")}, "name"},
+		{"name with a newline", RoomParams{Name: ptr("a\nb")}, "name"},
+		{"name with a tab", RoomParams{Name: ptr("a\tb")}, "name"},
+		{"name with DEL", RoomParams{Name: ptr("a\x7fb")}, "name"},
+		{"max_participants 0", RoomParams{MaxParticipants: ptr(0)}, "max_participants"},
+		{"max_participants negative", RoomParams{MaxParticipants: ptr(-1)}, "max_participants"},
+		{"expiry one second short", RoomParams{ExpiresIn: ptr(RoomExpiresInMinSeconds - 1)}, "expires_in"},
+		{"expiry one second long", RoomParams{ExpiresIn: ptr(RoomExpiresInMaxSeconds + 1)}, "expires_in"},
+		{"another region", RoomParams{Region: ptr("eu-west")}, "region"},
+		{"metadata not an object", RoomParams{Metadata: json.RawMessage(`[1]`)}, "metadata"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := validateRoom(&tc.p, "global")
+			wantInvalid(t, err, tc.field)
+		})
+	}
+	_, err := validateRoom(&RoomParams{Region: ptr("eu-west")}, "global")
+	if allowed, _ := err.Details["allowed"].([]string); len(allowed) != 1 || allowed[0] != "global" {
+		t.Fatalf("region error details %v; want allowed [global]", err.Details)
+	}
+}
+
+func TestValidateParticipant(t *testing.T) {
+	v, err := validateParticipant(&ParticipantParams{})
+	if err != nil || v.role != RolePublisher || v.expiresInSecs != ParticipantExpiresInDefaultSeconds || v.metadata != nil {
+		t.Fatalf("defaults: %+v, %v", v, err)
+	}
+	for _, role := range []string{RolePublisher, RoleSubscriber} {
+		if v, err := validateParticipant(&ParticipantParams{Role: ptr(role)}); err != nil || v.role != role {
+			t.Fatalf("role %s: %+v, %v", role, v, err)
+		}
+	}
+	for _, secs := range []int{ParticipantExpiresInMinSeconds, ParticipantExpiresInMaxSeconds} {
+		if v, err := validateParticipant(&ParticipantParams{ExpiresIn: ptr(secs)}); err != nil || v.expiresInSecs != secs {
+			t.Fatalf("expires_in %d: %+v, %v", secs, v, err)
+		}
+	}
+	v, err = validateParticipant(&ParticipantParams{
+		ExternalID: ptr(strings.Repeat("x", MaxExternalIDBytes)), Name: ptr(strings.Repeat("n", MaxNameBytes)),
+		Metadata: json.RawMessage(`{"seat":12}`),
+	})
+	if err != nil || len(v.externalID) != MaxExternalIDBytes || len(v.name) != MaxNameBytes || string(v.metadata) != `{"seat":12}` {
+		t.Fatalf("fields at their bounds: %+v, %v", v, err)
+	}
+
+	bad := []struct {
+		name  string
+		p     ParticipantParams
+		field string
+	}{
+		{"external_id one byte too long", ParticipantParams{ExternalID: ptr(strings.Repeat("x", MaxExternalIDBytes+1))}, "external_id"},
+		{"external_id with a control character", ParticipantParams{ExternalID: ptr("u\x00")}, "external_id"},
+		{"name one byte too long", ParticipantParams{Name: ptr(strings.Repeat("n", MaxNameBytes+1))}, "name"},
+		{"unknown role", ParticipantParams{Role: ptr("admin")}, "role"},
+		{"empty role", ParticipantParams{Role: ptr("")}, "role"},
+		{"role in another case", ParticipantParams{Role: ptr("Publisher")}, "role"},
+		{"expiry one second short", ParticipantParams{ExpiresIn: ptr(ParticipantExpiresInMinSeconds - 1)}, "expires_in"},
+		{"expiry one second long", ParticipantParams{ExpiresIn: ptr(ParticipantExpiresInMaxSeconds + 1)}, "expires_in"},
+		{"metadata a string", ParticipantParams{Metadata: json.RawMessage(`"x"`)}, "metadata"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := validateParticipant(&tc.p)
+			wantInvalid(t, err, tc.field)
+		})
+	}
+}
+
+func TestCheckMetadata(t *testing.T) {
+	// objectOf returns a JSON object of exactly n bytes.
+	objectOf := func(n int) json.RawMessage {
+		const frame = len(`{"k":""}`)
+		return json.RawMessage(`{"k":"` + strings.Repeat("v", n-frame) + `"}`)
+	}
+	cases := []struct {
+		name string
+		in   json.RawMessage
+		want string // "" with ok: stored as none
+		ok   bool
+	}{
+		{"absent", nil, "", true},
+		{"empty", json.RawMessage{}, "", true},
+		{"null", json.RawMessage(`null`), "", true},
+		{"empty object", json.RawMessage(`{}`), `{}`, true},
+		{"whitespace removed", json.RawMessage("{\n  \"a\": 1,\t\"b\": {\"c\": null}\n}"), `{"a":1,"b":{"c":null}}`, true},
+		{"leading whitespace", json.RawMessage(` {"a":1}`), `{"a":1}`, true},
+		{"big numbers kept exactly", json.RawMessage(`{"n": 123456789012345678901234567890, "f": 1.10}`), `{"n":123456789012345678901234567890,"f":1.10}`, true},
+		{"exactly MaxMetadataBytes", objectOf(MaxMetadataBytes), string(objectOf(MaxMetadataBytes)), true},
+		{"one byte over MaxMetadataBytes", objectOf(MaxMetadataBytes + 1), "", false},
+		{"over the bound even if it compacts under it", json.RawMessage(`{"a":1}` + strings.Repeat(" ", MaxMetadataBytes)), "", false},
+		{"array", json.RawMessage(`[]`), "", false},
+		{"string", json.RawMessage(`"meta"`), "", false},
+		{"number", json.RawMessage(`42`), "", false},
+		{"true", json.RawMessage(`true`), "", false},
+		{"malformed", json.RawMessage(`{"a":`), "", false},
+		{"trailing data", json.RawMessage(`{} {}`), "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := checkMetadata(tc.in)
+			if !tc.ok {
+				wantInvalid(t, err, "metadata")
+				if got != nil {
+					t.Fatalf("rejected metadata still returned %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if string(got) != tc.want || (tc.want == "" && got != nil) {
+				t.Fatalf("checkMetadata(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseScopes(t *testing.T) {
+	all := scopes.All.Names()
+	if len(all) != scopes.MaxScopesPerKey {
+		t.Fatalf("%d scopes exist but MaxScopesPerKey is %d", len(all), scopes.MaxScopesPerKey)
+	}
+	set, err := parseScopes(all)
+	if err != nil || set != scopes.All {
+		t.Fatalf("every scope: %v, %v", set, err)
+	}
+	set, err = parseScopes([]string{"rooms:read", "participants:write"})
+	if err != nil || set != scopes.Set(scopes.RoomsRead|scopes.ParticipantsWrite) {
+		t.Fatalf("two scopes: %v, %v", set, err)
+	}
+	bad := []struct {
+		name  string
+		names []string
+	}{
+		{"nil", nil},
+		{"empty", []string{}},
+		{"one more than exist", append(append([]string{}, all...), "rooms:read")},
+		{"unknown", []string{"rooms:read", "rooms:admin"}},
+		{"empty name", []string{""}},
+		{"different case", []string{"Rooms:Read"}},
+		{"listed twice", []string{"rooms:read", "rooms:write", "rooms:read"}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseScopes(tc.names)
+			wantInvalid(t, err, "scopes")
+		})
+	}
+}
