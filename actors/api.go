@@ -210,7 +210,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 	if err := e.allowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.settings.ConnectPerIPPerMinute); err != nil {
 		return Result{}, err
 	}
-	if p.Token == "" {
+	if p.Token == nil {
 		return Result{}, apierr.Invalid("token", "token is required")
 	}
 	if p.SDK != nil {
@@ -224,7 +224,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 			return Result{}, err
 		}
 	}
-	claims, err := e.keys.VerifyParticipantToken(p.Token, e.clock.Now())
+	claims, err := e.keys.VerifyParticipantToken(*p.Token, e.clock.Now())
 	switch {
 	case errors.Is(err, auth.ErrTokenExpired):
 		return Result{}, apierr.New(apierr.ParticipantTokenExpired, "the participant token has expired; ask your backend for a new one")

@@ -3,7 +3,6 @@ package actors
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -46,6 +45,11 @@ const (
 // sweep asks an actor to do its periodic housekeeping.
 type sweep struct{}
 
+// crashForTest makes an actor panic, so tests can prove that protoactor's
+// restart (same actor value, Started again) recovers without counting
+// anything twice. Unexported: nothing outside this package can send it.
+type crashForTest struct{}
+
 // Settings are the engine's configuration.
 type Settings struct {
 	Region                string
@@ -79,6 +83,10 @@ type Engine struct {
 	roomMailbox        atomic.Int64
 	connectResults     func(code string) // observes each connect's outcome; may be nil
 
+	// lastCreatedNanos makes creation times strictly increasing across the
+	// process (see createdAt).
+	lastCreatedNanos atomic.Int64
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -94,6 +102,11 @@ type projectHandle struct {
 type projectShared struct {
 	project            atomic.Pointer[Project]
 	activeParticipants atomic.Int64
+	// endedRooms counts rooms whose end is already visible in their records
+	// but which the project has not yet removed from its active rooms (the
+	// room tells it only once the end is durable). The max_active_rooms
+	// check subtracts them, so a room that reads as ended never holds a slot.
+	endedRooms atomic.Int64
 }
 
 type roomHandle struct {
@@ -151,17 +164,33 @@ func (e *Engine) Start() error {
 	return nil
 }
 
-// Stop stops the sweeper and every actor. In-flight replies that wait for a
-// sync are still delivered by the store's syncer until the store closes.
+// Stop stops the sweeper and every actor, and returns only once no actor is
+// running, so that no actor commits to the store after Stop (Store.Close
+// requires it). In-flight replies that wait for a sync are still delivered by
+// the store's syncer until the store closes; messages the syncer's callbacks
+// send to stopped actors (roomClosed) are dropped and re-derived at recovery.
 func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
+	var stopping []*actor.Future
+	e.rooms.Range(func(_, v any) bool {
+		stopping = append(stopping, e.system.Root.StopFuture(v.(*roomHandle).pid))
+		return true
+	})
+	e.projects.Range(func(_, v any) bool {
+		stopping = append(stopping, e.system.Root.StopFuture(v.(*projectHandle).pid))
+		return true
+	})
+	for _, f := range stopping {
+		_ = f.Wait()
+	}
 	e.system.Shutdown()
 }
 
 func (e *Engine) spawnProject(id string, initial *projectState, recoveryErrs chan<- error) *projectHandle {
 	h := &projectHandle{shared: &projectShared{}}
-	a := &projectActor{e: e, id: id, shared: h.shared, initial: initial, recoveryErrs: recoveryErrs}
+	registered := make(chan struct{})
+	a := &projectActor{e: e, id: id, shared: h.shared, initial: initial, recoveryErrs: recoveryErrs, registered: registered}
 	e.recovering.Add(1)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))
@@ -171,6 +200,7 @@ func (e *Engine) spawnProject(id string, initial *projectState, recoveryErrs cha
 	}
 	h.pid = pid
 	e.projects.Store(id, h)
+	close(registered) // the actor's recovery may now look its handle up
 	return h
 }
 
@@ -301,6 +331,24 @@ func (e *Engine) limitsOf(p *Project) Limits {
 	return e.settings.DefaultLimits
 }
 
+// createdAt is the clock's now, nudged forward by a nanosecond when needed
+// so that no two created things share an instant. List indexes order by
+// creation time, and ties would otherwise fall back to the random id, so
+// "newest first" would not be exact within one clock tick.
+func (e *Engine) createdAt() time.Time {
+	now := e.clock.Now().UnixNano()
+	for {
+		last := e.lastCreatedNanos.Load()
+		next := now
+		if next <= last {
+			next = last + 1
+		}
+		if e.lastCreatedNanos.CompareAndSwap(last, next) {
+			return time.Unix(0, next).UTC()
+		}
+	}
+}
+
 // allowRate consults the rate counter store and turns a denial into a 429.
 func (e *Engine) allowRate(key, what string, limitPerMinute int) *apierr.Error {
 	d := e.limiter.Allow(key, limitPerMinute, e.clock.Now())
@@ -340,8 +388,6 @@ func (e *Engine) Stats() Stats {
 
 // Region is the server's configured region.
 func (e *Engine) Region() string { return e.settings.Region }
-
-var errNotReady = errors.New("actors: not ready")
 
 // --- API key registry ------------------------------------------------------
 

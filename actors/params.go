@@ -61,7 +61,7 @@ type APIKeyParams struct {
 
 // ConnectParams is the body of POST /v1/connect.
 type ConnectParams struct {
-	Token string     `json:"token"`
+	Token *string    `json:"token"` // nil: absent (400); "" is a token that fails verification (401)
 	SDK   *SDKParams `json:"sdk"`
 }
 

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,7 +48,11 @@ type (
 		keyID  string
 	}
 	// roomClosed tells the project a room ended; sent by the room, no reply.
-	roomClosed struct{ roomID string }
+	// counted: the room added itself to projectShared.endedRooms.
+	roomClosed struct {
+		roomID  string
+		counted bool
+	}
 )
 
 // projectActor owns one project: its record, its set of active rooms (the
@@ -60,8 +65,19 @@ type projectActor struct {
 	state        *projectState
 	initial      *projectState // set when the project is created at run time
 	recoveryErrs chan<- error
+	// registered is closed once spawnProject has published the project's
+	// handle. The actor starts as soon as it is spawned, before that, and
+	// its recovery (and its rooms') looks the handle up.
+	registered <-chan struct{}
 
 	idemInFlight map[[32]byte]time.Time
+
+	// protoactor restarts a panicked actor on this same value and delivers
+	// Started again. recovered and countedRooms let recovery run again from
+	// disk without signalling the start-up WaitGroup twice or adding its
+	// rooms to the active-rooms gauge twice.
+	recovered    bool
+	countedRooms int64
 }
 
 func (a *projectActor) Receive(ctx actor.Context) {
@@ -80,13 +96,21 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		delete(a.idemInFlight, m.scope)
 	case *roomClosed:
 		a.roomClosed(m)
+	case crashForTest:
+		panic("actors: crash requested by a test") // exercises restart after a panic
 	case sweep:
 		a.sweepIdempotency()
 	}
 }
 
 func (a *projectActor) recover() {
-	defer a.e.recovering.Done()
+	first := !a.recovered
+	if first {
+		defer a.e.recovering.Done()
+		<-a.registered
+	}
+	a.recovered = true
+	a.state = nil
 	a.idemInFlight = make(map[[32]byte]time.Time)
 	a.journal = persistence.NewJournal(a.e.store, "project/"+a.id, a.e.settings.SnapshotEveryEvents)
 	_, err := a.journal.Recover(
@@ -106,7 +130,11 @@ func (a *projectActor) recover() {
 		err = fmt.Errorf("actors: project %s has no snapshot", a.id)
 	}
 	if err != nil {
-		a.recoveryErrs <- err
+		if first {
+			a.recoveryErrs <- err
+		} else {
+			slog.Error("project recovery after a restart failed", "project_id", a.id, "error", err)
+		}
 		return
 	}
 	if a.state.ActiveRooms == nil {
@@ -125,9 +153,13 @@ func (a *projectActor) recover() {
 	})
 	h, _ := a.e.project(a.id)
 	for roomID := range a.state.ActiveRooms {
-		a.e.spawnRoom(roomID, h, a.id, a.recoveryErrs)
+		if _, live := a.e.room(roomID); !live { // after a restart its rooms still run
+			a.e.spawnRoom(roomID, h, a.id, a.recoveryErrs)
+		}
 	}
-	a.e.activeRooms.Add(int64(len(a.state.ActiveRooms)))
+	n := int64(len(a.state.ActiveRooms))
+	a.e.activeRooms.Add(n - a.countedRooms)
+	a.countedRooms = n
 }
 
 // publish makes the project record visible to rooms and the HTTP layer.
@@ -153,7 +185,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	e := a.e
 	p := a.shared.project.Load()
 	limits := e.limitsOf(p)
-	if len(a.state.ActiveRooms) >= limits.MaxActiveRooms {
+	if len(a.state.ActiveRooms)-int(a.shared.endedRooms.Load()) >= limits.MaxActiveRooms {
 		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
 			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
 		return
@@ -170,7 +202,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 		m.respond(reply{err: err})
 		return
 	}
-	now := e.clock.Now()
+	now := e.createdAt()
 	room := Room{
 		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: RoomWaiting, Region: m.params.region,
 		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
@@ -186,13 +218,28 @@ func (a *projectActor) createRoom(m *createRoom) {
 		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
 	}
 	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
-	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+	// The room actor can only start once the batch holding its snapshot is
+	// applied (Commit returns), but the caller must not learn the room's id
+	// before the actor is registered: a request for the room would find no
+	// actor and a live record, and get service_unavailable. So the durable
+	// reply waits for the spawn (microseconds; the syncer only ever waits
+	// for a batch whose Commit has returned, so this cannot deadlock).
+	spawned := make(chan struct{})
+	e.store.Commit(b, func() {
+		<-spawned
+		m.respond(reply{status: 201, body: body})
+	})
 	h, _ := e.project(a.id)
 	e.spawnRoom(room.ID, h, a.id, nil)
 	e.activeRooms.Add(1)
+	a.countedRooms++
+	close(spawned)
 }
 
 func (a *projectActor) roomClosed(m *roomClosed) {
+	if m.counted {
+		a.shared.endedRooms.Add(-1)
+	}
 	if _, ok := a.state.ActiveRooms[m.roomID]; !ok {
 		return // already recorded (the room re-announces after a restart)
 	}
@@ -200,6 +247,7 @@ func (a *projectActor) roomClosed(m *roomClosed) {
 	a.record(b, projectEvent{RoomClosed: &roomRef{RoomID: m.roomID}})
 	a.e.store.Commit(b, nil)
 	a.e.activeRooms.Add(-1)
+	a.countedRooms--
 }
 
 func (a *projectActor) createKey(m *createKey) {
@@ -224,7 +272,7 @@ func (a *projectActor) createKey(m *createKey) {
 		m.respond(reply{err: apierr.New(apierr.Internal, "could not generate a key")})
 		return
 	}
-	now := e.clock.Now()
+	now := e.createdAt()
 	key := APIKey{
 		ID: ids.New(ids.APIKey), Name: m.name, Scopes: uint32(m.scopes), Last4: auth.Last4(secret),
 		Hash: e.keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.actor(),
@@ -293,7 +341,7 @@ func (a *projectActor) sweepIdempotency() {
 
 // writeAudit adds an audit log entry to b.
 func (e *Engine) writeAudit(b *pebble.Batch, projectID string, c *Caller, action string, target AuditTarget, details map[string]any) {
-	now := e.clock.Now()
+	now := e.createdAt()
 	if details == nil {
 		details = map[string]any{}
 	}

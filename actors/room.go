@@ -46,6 +46,12 @@ type roomActor struct {
 	journal      *persistence.Journal
 	state        *roomState
 	recoveryErrs chan<- error // nil when spawned at run time (its snapshot is in the creating batch)
+
+	// As in projectActor: recovery may run again after a restart, so the
+	// start-up WaitGroup is signalled once and countedSlots (this room's
+	// share of the participant counters) is corrected, not added again.
+	recovered    bool
+	countedSlots int
 }
 
 func (a *roomActor) Receive(ctx actor.Context) {
@@ -60,15 +66,20 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		a.removeParticipant(ctx, m)
 	case *deleteRoom:
 		a.deleteRoom(ctx, m)
+	case crashForTest:
+		panic("actors: crash requested by a test") // exercises restart after a panic
 	case sweep:
 		a.sweep(ctx)
 	}
 }
 
 func (a *roomActor) recover(ctx actor.Context) {
-	if a.recoveryErrs != nil {
+	first := !a.recovered
+	if first && a.recoveryErrs != nil {
 		defer a.e.recovering.Done()
 	}
+	a.recovered = true
+	a.state = nil
 	a.journal = persistence.NewJournal(a.e.store, "room/"+a.id, a.e.settings.SnapshotEveryEvents)
 	_, err := a.journal.Recover(
 		func(state []byte) error {
@@ -87,8 +98,14 @@ func (a *roomActor) recover(ctx actor.Context) {
 		err = fmt.Errorf("actors: room %s has no snapshot", a.id)
 	}
 	if err != nil {
-		if a.recoveryErrs != nil {
-			a.recoveryErrs <- err
+		if first && a.recoveryErrs != nil {
+			// The channel has room for one error per project and one more,
+			// not one per room: when it is full an error is already
+			// reported, and blocking here would hang Start.
+			select {
+			case a.recoveryErrs <- err:
+			default:
+			}
 		} else {
 			panic(err) // the creating batch wrote the snapshot: a bug
 		}
@@ -98,8 +115,10 @@ func (a *roomActor) recover(ctx actor.Context) {
 		a.state.Participants = make(map[string]*Participant)
 	}
 	// Recovered cap slots count again; no limit check, they were admitted.
-	a.project.activeParticipants.Add(int64(a.state.Connected))
-	a.e.activeParticipants.Add(int64(a.state.Connected))
+	delta := int64(a.state.Connected - a.countedSlots)
+	a.project.activeParticipants.Add(delta)
+	a.e.activeParticipants.Add(delta)
+	a.countedSlots = a.state.Connected
 	switch a.state.Room.Status {
 	case RoomEnding:
 		a.finishEnding() // it crashed or stopped mid-ending
@@ -174,7 +193,7 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 		m.respond(reply{err: err})
 		return
 	}
-	now := e.clock.Now()
+	now := e.createdAt()
 	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second)
 	if expiresAt.After(a.state.Room.ExpiresAt) {
 		expiresAt = a.state.Room.ExpiresAt // a token never outlives its room
@@ -250,6 +269,9 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 
 	now := e.clock.Now()
 	expiresAt := now.Add(e.settings.MediaTokenTTL)
+	if expiresAt.After(a.state.Room.ExpiresAt) {
+		expiresAt = a.state.Room.ExpiresAt // a media session never outlives its room
+	}
 	sessionID := ids.New(ids.ConnectSession)
 	mediaToken := e.keys.SignMediaToken(auth.MediaClaims{
 		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
@@ -276,6 +298,7 @@ func (a *roomActor) acquireProjectSlot(limit int) bool {
 		}
 		if a.project.activeParticipants.CompareAndSwap(n, n+1) {
 			a.e.activeParticipants.Add(1)
+			a.countedSlots++
 			return true
 		}
 	}
@@ -284,6 +307,7 @@ func (a *roomActor) acquireProjectSlot(limit int) bool {
 func (a *roomActor) releaseProjectSlots(n int) {
 	a.project.activeParticipants.Add(-int64(n))
 	a.e.activeParticipants.Add(-int64(n))
+	a.countedSlots -= n
 }
 
 func (a *roomActor) removeParticipant(ctx actor.Context, m *removeParticipant) {
@@ -358,11 +382,14 @@ func (a *roomActor) finishEnding() {
 	}
 	a.releaseProjectSlots(held)
 	projectPID := a.projectPID()
+	// The end is visible to readers once Commit returns; from then on the
+	// room must not count against max_active_rooms (see endedRooms).
+	a.project.endedRooms.Add(1)
 	e.store.Commit(b, func() {
 		// Told only once the end is durable, so the project never forgets a
 		// room that would recover as ending. Sent from a goroutine: the
 		// syncer must never block on a full mailbox.
-		go e.system.Root.Send(projectPID, &roomClosed{roomID: a.id})
+		go e.system.Root.Send(projectPID, &roomClosed{roomID: a.id, counted: true})
 	})
 }
 

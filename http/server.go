@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -22,9 +23,13 @@ import (
 const (
 	// MaxRequestBodyBytes bounds every request body; larger bodies get 413.
 	MaxRequestBodyBytes = 64 * 1024
-	// MaxConcurrentRequests bounds requests served at once; past it fasthttp
-	// answers 503. It also bounds how many commands can wait in mailboxes.
+	// MaxConcurrentRequests bounds requests served at once; past it the API
+	// answers 503 service_unavailable in the envelope. It also bounds how
+	// many commands can wait in actor mailboxes.
 	MaxConcurrentRequests = 16384
+	// fasthttpConcurrency is fasthttp's own hard cap, above ours so that our
+	// envelope, not fasthttp's plain-text refusal, is what callers see.
+	fasthttpConcurrency = 2 * MaxConcurrentRequests
 	// MaxRequestIDBytes bounds a caller-supplied X-Request-Id.
 	MaxRequestIDBytes = 64
 	readTimeout       = 30 * time.Second
@@ -41,6 +46,7 @@ type Server struct {
 	// hop, for deployments behind a proxy the operator controls.
 	trustForwardedFor bool
 	serverInfo        SystemInfo
+	inFlight          atomic.Int64 // requests being served (MaxConcurrentRequests)
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -89,7 +95,7 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 		Handler:                       s.Handler(),
 		Name:                          "rtcd",
 		MaxRequestBodySize:            MaxRequestBodyBytes,
-		Concurrency:                   MaxConcurrentRequests,
+		Concurrency:                   fasthttpConcurrency,
 		ReadTimeout:                   readTimeout,
 		WriteTimeout:                  writeTimeout,
 		IdleTimeout:                   idleTimeout,
@@ -172,9 +178,13 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		start := time.Now()
 		rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
 		ctx.Response.Header.Set("X-Request-Id", rc.requestID)
-		if s.authorize(rc, mode, required) {
+		if n := s.inFlight.Add(1); n > MaxConcurrentRequests {
+			rc.ctx.Response.Header.Set("Retry-After", "1")
+			rc.fail(apierr.New(apierr.ServiceUnavailable, "the server is at its limit of %d requests in flight; retry shortly", MaxConcurrentRequests))
+		} else if s.authorize(rc, mode, required) {
 			h(rc)
 		}
+		s.inFlight.Add(-1)
 		if s.metrics != nil {
 			method := string(ctx.Method())
 			s.metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(ctx.Response.StatusCode())).Inc()
