@@ -225,6 +225,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	// reply waits for the spawn (microseconds; the syncer only ever waits
 	// for a batch whose Commit has returned, so this cannot deadlock).
 	spawned := make(chan struct{})
+	defer close(spawned) // also if spawning panics: the syncer must not wait forever
 	e.store.Commit(b, func() {
 		<-spawned
 		m.respond(reply{status: 201, body: body})
@@ -233,7 +234,6 @@ func (a *projectActor) createRoom(m *createRoom) {
 	e.spawnRoom(room.ID, h, a.id, nil)
 	e.activeRooms.Add(1)
 	a.countedRooms++
-	close(spawned)
 }
 
 func (a *projectActor) roomClosed(m *roomClosed) {

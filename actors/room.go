@@ -194,10 +194,10 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 		return
 	}
 	now := e.createdAt()
+	// Not capped at the room's expiry: a connect to a room past expires_at
+	// must be told room_expired, which a token expired with the room would
+	// hide (the token's expiry is checked first).
 	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second)
-	if expiresAt.After(a.state.Room.ExpiresAt) {
-		expiresAt = a.state.Room.ExpiresAt // a token never outlives its room
-	}
 	p := Participant{
 		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.params.externalID, Name: m.params.name,
 		Role: m.params.role, Status: ParticipantCreated, Metadata: m.params.metadata,
