@@ -10,6 +10,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
+	"rtcd/money"
 	"rtcd/persistence"
 	"rtcd/scopes"
 )
@@ -398,7 +399,9 @@ type BootstrapResult struct {
 
 // Bootstrap creates the first workspace, its project and an API key holding
 // every scope, in one durable batch. Run before the engine starts.
-func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock) (BootstrapResult, error) {
+// billing gives the opening credit (Billing.BootstrapCredit), recorded as
+// an adjustment in the ledger so the ledger always sums to the balance.
+func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing) (BootstrapResult, error) {
 	if ok, err := Initialized(s); err != nil || ok {
 		if err == nil {
 			err = ErrAlreadyInitialized
@@ -419,8 +422,21 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock) (Bootstrap
 	state.apply(&projectEvent{APIKeyCreated: &key})
 
 	b := s.NewBatch()
-	_ = b.Set(persistence.Key(persistence.PrefixMeta, "account/"+accountID), mustJSON(map[string]string{
-		"id": accountID, "name": "Default workspace", "created_at": Timestamp(now)}), nil)
+	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
+	wallet := newWalletState(account, billing.creditStateOf(0))
+	if billing.BootstrapCredit > 0 {
+		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(billing.BootstrapCredit),
+			BalanceAfter: int64(billing.BootstrapCredit), Description: "opening credit of the first workspace",
+			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
+		wallet.apply(&walletEvent{LedgerEntryAdded: &entry})
+		wallet.apply(&walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
+		view := LedgerEntryView{Object: "ledger_entry", ID: entry.ID, Type: entry.Type,
+			Amount: money.Micros(entry.Amount).Format(ledgerAmountDecimals), BalanceAfter: money.Micros(entry.BalanceAfter).Format(ledgerAmountDecimals),
+			Currency: billing.Currency, Description: entry.Description, Reference: entry.Reference, CreatedAt: Timestamp(now)}
+		_ = b.Set(persistence.IndexKey(persistence.PrefixLedger, accountID, now.UnixNano(), entry.ID), mustJSON(view), nil)
+	}
+	_ = b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil, nil)
+	persistence.WriteSnapshotAt(b, "wallet/"+accountID, 0, encode(wallet))
 	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
 	persistence.WriteSnapshotAt(b, "project/"+project.ID, 0, encode(state))
 	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()), nil)

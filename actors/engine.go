@@ -37,6 +37,9 @@ const (
 	roomPassivateAfter = time.Minute
 	// sweepInterval is how often rooms check expiry and passivation.
 	sweepInterval = time.Second
+	// mediaPresenceTimeout: once a media node has reported presence, silence
+	// for this long means it is gone, and its participants have left.
+	mediaPresenceTimeout = 15 * time.Second
 	// idempotencySweepInterval is how often projects delete expired
 	// idempotency records.
 	idempotencySweepInterval = 10 * time.Minute
@@ -58,6 +61,7 @@ type Settings struct {
 	ConnectPerIPPerMinute int
 	MediaTokenTTL         time.Duration
 	SnapshotEveryEvents   int
+	Billing               Billing
 }
 
 // Engine runs the actors and is the API the HTTP layer calls.
@@ -71,6 +75,7 @@ type Engine struct {
 	aead     cipher.AEAD // seals idempotency records
 	apiKeys  keyRegistry
 
+	wallets  sync.Map // account id -> *walletHandle
 	projects sync.Map // project id -> *projectHandle
 	rooms    sync.Map // room id -> *roomHandle (live room actors only)
 
@@ -81,7 +86,11 @@ type Engine struct {
 	activeParticipants atomic.Int64
 	projectMailbox     atomic.Int64
 	roomMailbox        atomic.Int64
+	walletMailbox      atomic.Int64
 	connectResults     func(code string) // observes each connect's outcome; may be nil
+
+	media             atomic.Pointer[MediaEngine]
+	lastPresenceNanos atomic.Int64 // when a media node last reported presence (0: never)
 
 	// lastCreatedNanos makes creation times strictly increasing across the
 	// process (see createdAt).
@@ -89,6 +98,11 @@ type Engine struct {
 
 	stop chan struct{}
 	done chan struct{}
+}
+
+type walletHandle struct {
+	pid    *actor.PID
+	shared *accountShared
 }
 
 type projectHandle struct {
@@ -107,6 +121,9 @@ type projectShared struct {
 	// room tells it only once the end is durable). The max_active_rooms
 	// check subtracts them, so a room that reads as ended never holds a slot.
 	endedRooms atomic.Int64
+	// account is the project's workspace's published credit gate; set by
+	// the project's recovery before any of its rooms starts.
+	account atomic.Pointer[accountShared]
 }
 
 type roomHandle struct {
@@ -141,8 +158,28 @@ func (e *Engine) OnConnectResult(f func(code string)) { e.connectResults = f }
 // journals, and returns once all are ready to serve.
 func (e *Engine) Start() error {
 	e.system.EventStream.Subscribe(e.onDeadLetter)
+	var accountIDs []string
+	err := e.store.Scan([]byte(persistence.PrefixAccount), 0, func(key, _ []byte) bool {
+		accountIDs = append(accountIDs, string(key[len(persistence.PrefixAccount):]))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	walletErrs := make(chan error, len(accountIDs))
+	for _, id := range accountIDs {
+		e.spawnWallet(id, walletErrs)
+	}
+	// Wallets first: every project links to its workspace's credit gate.
+	e.recovering.Wait()
+	close(walletErrs)
+	for err := range walletErrs {
+		if err != nil {
+			return err
+		}
+	}
 	var projectIDs []string
-	err := e.store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
+	err = e.store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
 		projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
 		return true
 	})
@@ -181,10 +218,38 @@ func (e *Engine) Stop() {
 		stopping = append(stopping, e.system.Root.StopFuture(v.(*projectHandle).pid))
 		return true
 	})
+	e.wallets.Range(func(_, v any) bool {
+		stopping = append(stopping, e.system.Root.StopFuture(v.(*walletHandle).pid))
+		return true
+	})
 	for _, f := range stopping {
 		_ = f.Wait()
 	}
 	e.system.Shutdown()
+}
+
+func (e *Engine) spawnWallet(id string, recoveryErrs chan<- error) *walletHandle {
+	h := &walletHandle{shared: &accountShared{}}
+	a := &walletActor{e: e, id: id, shared: h.shared, recoveryErrs: recoveryErrs}
+	e.recovering.Add(1)
+	// The PID of a named actor is known before it starts, so the handle is
+	// complete before the actor can look itself up.
+	h.pid = actor.NewPID(e.system.Address(), "wallet/"+id)
+	e.wallets.Store(id, h)
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.walletMailbox})))
+	if _, err := e.system.Root.SpawnNamed(props, "wallet/"+id); err != nil {
+		panic(fmt.Sprintf("actors: spawning wallet %s: %v", id, err))
+	}
+	return h
+}
+
+func (e *Engine) wallet(id string) (*walletHandle, bool) {
+	v, ok := e.wallets.Load(id)
+	if !ok {
+		return nil, false
+	}
+	return v.(*walletHandle), true
 }
 
 func (e *Engine) spawnProject(id string, initial *projectState, recoveryErrs chan<- error) *projectHandle {
@@ -234,6 +299,10 @@ func (e *Engine) sweepLoop() {
 				e.system.Root.Send(v.(*roomHandle).pid, sweep{})
 				return true
 			})
+			e.wallets.Range(func(_, v any) bool {
+				e.system.Root.Send(v.(*walletHandle).pid, sweep{})
+				return true
+			})
 			if now := e.clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
 				e.projects.Range(func(_, v any) bool {
@@ -252,6 +321,7 @@ type reply struct {
 	status   int    // HTTP status on success
 	body     []byte // encoded JSON on success
 	err      *apierr.Error
+	value    any  // a typed answer to an internal query
 	replayed bool // an idempotent replay of a stored response
 	gone     bool // the actor stopped before it read the message
 }

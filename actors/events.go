@@ -14,12 +14,42 @@ type roomEvent struct {
 	ParticipantRemoved   *participantRemoved   `json:"participant_removed,omitempty"`
 	RoomEndingStarted    *roomEndingStarted    `json:"room_ending_started,omitempty"`
 	RoomEnded            *roomEnded            `json:"room_ended,omitempty"`
+	ParticipantJoined    *participantJoined    `json:"participant_joined,omitempty"`
+	ParticipantLeft      *participantLeft      `json:"participant_left,omitempty"`
+	UsageSettled         *usageSettled         `json:"usage_settled,omitempty"`
+
+	// EventSeq, when set, is the room's webhook sequence number after this
+	// event: the webhook events it caused carry the numbers up to it.
+	EventSeq uint64 `json:"event_seq,omitempty"`
+}
+
+type participantJoined struct {
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	At            time.Time `json:"at"`
+}
+
+// participantLeft closes the participant's usage session: Seconds and
+// ChargedMicros are its final totals.
+type participantLeft struct {
+	ParticipantID string    `json:"participant_id"`
+	At            time.Time `json:"at"`
+	Reason        string    `json:"reason"`
+	Seconds       int64     `json:"seconds"`
+	ChargedMicros int64     `json:"charged_micros"`
+}
+
+type usageSettled struct {
+	ParticipantID  string `json:"participant_id"`
+	SettledSeconds int64  `json:"settled_seconds"`
+	ChargedMicros  int64  `json:"charged_micros"`
 }
 
 type participantConnected struct {
 	ParticipantID string    `json:"participant_id"`
 	SessionID     string    `json:"session_id"`
 	At            time.Time `json:"at"`
+	ExpiresAt     time.Time `json:"expires_at"` // the media token's expiry
 }
 
 type participantRemoved struct {
@@ -43,6 +73,8 @@ type roomState struct {
 	// Connected is the number of participants holding a cap slot; derived
 	// from Participants, kept so the connect check is O(1).
 	Connected int `json:"connected"`
+	// EventSeq is the last per-room webhook sequence number used.
+	EventSeq uint64 `json:"event_seq"`
 }
 
 func newRoomState(r Room) *roomState {
@@ -53,16 +85,56 @@ func newRoomState(r Room) *roomState {
 // is used both at run time and on replay; validation happened before the
 // event was produced, so apply trusts it.
 func (s *roomState) apply(e *roomEvent) {
+	if e.EventSeq > s.EventSeq {
+		s.EventSeq = e.EventSeq
+	}
 	switch {
 	case e.ParticipantCreated != nil:
 		p := *e.ParticipantCreated
 		s.Participants[p.ID] = &p
 	case e.ParticipantConnected != nil:
-		p := s.Participants[e.ParticipantConnected.ParticipantID]
-		if p.Status == ParticipantCreated {
+		c := e.ParticipantConnected
+		p := s.Participants[c.ParticipantID]
+		if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+			break // final: never resurrected (the command refuses this anyway)
+		}
+		if !p.counts() {
 			p.Status = ParticipantConnected
-			p.ConnectedAt = e.ParticipantConnected.At
 			s.Connected++
+		}
+		if p.ConnectedAt.IsZero() {
+			p.ConnectedAt = c.At
+		}
+		p.SessionID = c.SessionID
+		p.ConnectExpiresAt = c.ExpiresAt
+	case e.ParticipantJoined != nil:
+		j := e.ParticipantJoined
+		p := s.Participants[j.ParticipantID]
+		p.Status = ParticipantJoined
+		p.SessionID = j.SessionID
+		p.JoinedAt = j.At
+		p.Usage = &UsageSession{SessionID: j.SessionID, StartedAt: j.At}
+		if s.Room.Status == RoomWaiting {
+			s.Room.Status = RoomActive
+		}
+	case e.ParticipantLeft != nil:
+		l := e.ParticipantLeft
+		p := s.Participants[l.ParticipantID]
+		if p.counts() {
+			s.Connected--
+		}
+		if p.Usage != nil {
+			p.ParticipantSeconds += l.Seconds
+		}
+		p.Status = ParticipantLeft
+		p.Usage = nil
+		p.LeftAt = l.At
+		p.LeftReason = l.Reason
+	case e.UsageSettled != nil:
+		u := e.UsageSettled
+		if p := s.Participants[u.ParticipantID]; p.Usage != nil {
+			p.Usage.SettledSeconds = u.SettledSeconds
+			p.Usage.ChargedMicros = u.ChargedMicros
 		}
 	case e.ParticipantRemoved != nil:
 		p := s.Participants[e.ParticipantRemoved.ParticipantID]
@@ -77,8 +149,11 @@ func (s *roomState) apply(e *roomEvent) {
 	case e.RoomEnded != nil:
 		s.Room.Status = RoomEnded
 		s.Room.EndedAt = e.RoomEnded.At
+		// Joined participants were given a participantLeft first (their
+		// usage is finalized before the room ends); every session that is
+		// not removed ends with the room.
 		for _, p := range s.Participants {
-			if p.Status == ParticipantCreated || p.Status == ParticipantConnected {
+			if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
 				p.Status = ParticipantEnded
 				p.EndedAt = e.RoomEnded.At
 			}

@@ -23,9 +23,16 @@ const (
 // Participant statuses. A participant counts against the room's and the
 // project's participant caps from its first connect until it is removed or
 // its room ends.
+//
+//	created --connect--> connected --media join--> joined --leave--> left
+//	left --connect--> connected (a participant may rejoin while its token is valid)
+//	connected --no join before the media token expires--> left
+//	any but removed/ended --DELETE--> removed; --room ends--> ended
 const (
 	ParticipantCreated   = "created"
 	ParticipantConnected = "connected"
+	ParticipantJoined    = "joined"
+	ParticipantLeft      = "left"
 	ParticipantRemoved   = "removed"
 	ParticipantEnded     = "ended"
 )
@@ -80,10 +87,34 @@ type Participant struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 	ConnectedAt time.Time       `json:"connected_at"`
 	EndedAt     time.Time       `json:"ended_at"`
+
+	// SessionID is the latest connect session; ConnectExpiresAt is when its
+	// media token expires (a connected participant that has not joined by
+	// then gives its slot back).
+	SessionID        string    `json:"session_id,omitempty"`
+	ConnectExpiresAt time.Time `json:"connect_expires_at"`
+	JoinedAt         time.Time `json:"joined_at"`
+	LeftAt           time.Time `json:"left_at"`
+	LeftReason       string    `json:"left_reason,omitempty"`
+	// Usage is the open usage session while joined.
+	Usage *UsageSession `json:"usage,omitempty"`
+	// ParticipantSeconds is the finalized usage of all its closed sessions.
+	ParticipantSeconds int64 `json:"participant_seconds"`
+}
+
+// UsageSession is one media join of a participant: it starts at the join and
+// is finalized at the leave. Settled* say how much of it has been charged.
+type UsageSession struct {
+	SessionID      string    `json:"session_id"`
+	StartedAt      time.Time `json:"started_at"`
+	SettledSeconds int64     `json:"settled_seconds"` // participant-seconds charged so far
+	ChargedMicros  int64     `json:"charged_micros"`  // total charged so far for this session
 }
 
 // counts reports whether the participant holds a slot of the caps.
-func (p *Participant) counts() bool { return p.Status == ParticipantConnected }
+func (p *Participant) counts() bool {
+	return p.Status == ParticipantConnected || p.Status == ParticipantJoined
+}
 
 // APIKey is a key record as the project actor keeps it. The secret itself
 // is never kept, only its keyed hash.

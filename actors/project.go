@@ -143,6 +143,15 @@ func (a *projectActor) recover() {
 	if a.state.Keys == nil {
 		a.state.Keys = make(map[string]*APIKey)
 	}
+	wh, ok := a.e.wallet(a.state.Project.AccountID)
+	if !ok {
+		err := fmt.Errorf("actors: project %s belongs to account %s, which has no wallet", a.id, a.state.Project.AccountID)
+		if first {
+			a.recoveryErrs <- err
+		}
+		return
+	}
+	a.shared.account.Store(wh.shared)
 	a.publish()
 	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
 		for _, k := range a.state.Keys {

@@ -26,7 +26,7 @@ func TestActorRestartAfterPanicCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	boot, err := Bootstrap(store, keys, clk)
+	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,9 @@ type roomActor struct {
 	// share of the participant counters) is corrected, not added again.
 	recovered    bool
 	countedSlots int
+
+	chargesWritten bool      // a batch being built holds charges for the wallet
+	lastSettle     time.Time // when active sessions were last charged (memory only)
 }
 
 func (a *roomActor) Receive(ctx actor.Context) {
@@ -68,6 +71,12 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		a.deleteRoom(ctx, m)
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
+	case *mediaJoined:
+		a.join(ctx, m.r)
+	case *mediaLeft:
+		a.mediaLeft(m.r)
+	case *mediaPresence:
+		a.reconcile(ctx, m)
 	case sweep:
 		a.sweep(ctx)
 	}
@@ -188,6 +197,10 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 			WithDetails("limit_name", "participant_sessions_per_room", "limit", MaxParticipantSessionsPerRoom)})
 		return
 	}
+	if a.creditGateClosed() {
+		m.respond(reply{err: errInsufficientCredit})
+		return
+	}
 	limits := e.limitsOf(a.project.project.Load())
 	if err := e.allowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
 		m.respond(reply{err: err})
@@ -257,8 +270,13 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 			return
 		}
 	}
-	// The account credit policy check belongs here (billing issue); until
-	// the wallet exists there is no credit state to check.
+	if a.creditGateClosed() {
+		if newSlot {
+			a.releaseProjectSlots(1)
+		}
+		m.respond(reply{err: errInsufficientCredit})
+		return
+	}
 	if e.settings.MediaURL == "" {
 		if newSlot {
 			a.releaseProjectSlots(1)
@@ -281,11 +299,38 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 		ExpiresAt: Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
 	})
 	b := e.store.NewBatch()
-	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now}})
+	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now, ExpiresAt: expiresAt}})
 	if newSlot {
 		a.putParticipantRecord(b, p) // its status is connected now
 	}
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// errInsufficientCredit is the credit gate's answer (spec: 402).
+var errInsufficientCredit = apierr.New(apierr.InsufficientCredit,
+	"the workspace's prepaid balance is below minimum_credit_to_start; top up to start new sessions")
+
+// creditGateClosed reports whether the workspace's wallet closed the gate.
+func (a *roomActor) creditGateClosed() bool {
+	acct := a.project.account.Load()
+	return acct != nil && acct.gateClosed.Load()
+}
+
+// lapseConnects gives back the slot of a connected participant that did not
+// join the media node before its media token expired.
+func (a *roomActor) lapseConnects(now time.Time) {
+	var b *pebble.Batch
+	for _, p := range a.state.Participants {
+		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
+			if b == nil {
+				b = a.e.store.NewBatch()
+			}
+			a.leave(b, p, now, LeftReasonConnectTimeout)
+		}
+	}
+	if b != nil {
+		a.e.store.Commit(b, nil)
+	}
 }
 
 // acquireProjectSlot takes one of the project's active participant slots
@@ -320,14 +365,17 @@ func (a *roomActor) removeParticipant(ctx actor.Context, m *removeParticipant) {
 		m.respond(reply{status: 200, body: mustJSON(p.view())}) // DELETE is idempotent
 		return
 	}
-	held := p.counts()
+	now := a.e.clock.Now()
+	joined := p.Status == ParticipantJoined
 	b := a.e.store.NewBatch()
-	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: a.e.clock.Now()}})
+	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
+	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
 	body := a.putParticipantRecord(b, p)
-	if held {
-		a.releaseProjectSlots(1)
-	}
 	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	a.nudgeWallet()
+	if media := a.e.mediaEngine(); media != nil && joined {
+		media.RemoveParticipant(a.id, p.ID)
+	}
 }
 
 func (a *roomActor) deleteRoom(ctx actor.Context, m *deleteRoom) {
@@ -356,8 +404,9 @@ func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller
 			done(body)
 		}
 	})
-	// The media engine's room closure is requested here once a media
-	// adapter exists (media issue); today no media node holds the room.
+	if media := a.e.mediaEngine(); media != nil {
+		media.CloseRoom(a.id, reason)
+	}
 	a.finishEnding()
 }
 
@@ -367,20 +416,24 @@ func (a *roomActor) finishEnding() {
 		return
 	}
 	e := a.e
-	held := a.state.Connected
+	now := e.clock.Now()
+	b := e.store.NewBatch()
+	// Open usage is finalized before the room ends (spec 6, Emission 3).
 	var open []*Participant
 	for _, p := range a.state.Participants {
-		if p.Status == ParticipantCreated || p.Status == ParticipantConnected {
+		a.leave(b, p, now, LeftReasonRoomEnded)
+		if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
 			open = append(open, p)
 		}
 	}
-	b := e.store.NewBatch()
-	a.record(b, roomEvent{RoomEnded: &roomEnded{At: e.clock.Now()}})
+	seq := a.state.EventSeq + 1
+	e.emit(b, a.projectID, EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
+	a.record(b, roomEvent{RoomEnded: &roomEnded{At: now}, EventSeq: seq})
 	a.putRoomRecord(b)
 	for _, p := range open {
 		a.putParticipantRecord(b, p)
 	}
-	a.releaseProjectSlots(held)
+	a.nudgeWallet()
 	projectPID := a.projectPID()
 	// The end is visible to readers once Commit returns; from then on the
 	// room must not count against max_active_rooms (see endedRooms).
@@ -395,6 +448,18 @@ func (a *roomActor) finishEnding() {
 
 func (a *roomActor) sweep(ctx actor.Context) {
 	a.expireIfDue(ctx)
+	now := a.e.clock.Now()
+	if a.admitting() {
+		a.lapseConnects(now)
+		if now.Sub(a.lastSettle) >= a.e.settings.Billing.SettleInterval {
+			a.lastSettle = now
+			a.settle(now)
+		}
+		// A media node that stopped reporting (crashed) has nobody left.
+		if last := a.e.lastPresenceNanos.Load(); last != 0 && now.Sub(time.Unix(0, last)) > mediaPresenceTimeout {
+			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, last).UTC()})
+		}
+	}
 	r := &a.state.Room
 	if r.Status == RoomEnded && a.e.clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
 		a.e.rooms.Delete(a.id)

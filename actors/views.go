@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/money"
 	"rtcd/scopes"
 )
 
@@ -175,4 +176,61 @@ func mustJSON(v any) []byte {
 		panic("actors: encoding a view failed: " + err.Error())
 	}
 	return b
+}
+
+// LedgerEntryView is the public ledger entry (GET /v1/billing/ledger).
+type LedgerEntryView struct {
+	Object       string         `json:"object"`
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Amount       string         `json:"amount"`
+	BalanceAfter string         `json:"balance_after"`
+	Currency     string         `json:"currency"`
+	Description  string         `json:"description"`
+	Reference    map[string]any `json:"reference"`
+	CreatedAt    string         `json:"created_at"`
+}
+
+// ledgerAmountDecimals shows ledger amounts with the price's precision, so a
+// per-second usage charge is never rounded on display.
+const ledgerAmountDecimals = 6
+
+func (e *Engine) ledgerView(l *LedgerEntry) LedgerEntryView {
+	ref := l.Reference
+	if ref == nil {
+		ref = map[string]any{}
+	}
+	return LedgerEntryView{
+		Object: "ledger_entry", ID: l.ID, Type: l.Type,
+		Amount:       money.Micros(l.Amount).Format(ledgerAmountDecimals),
+		BalanceAfter: money.Micros(l.BalanceAfter).Format(ledgerAmountDecimals),
+		Currency:     e.settings.Billing.Currency, Description: l.Description, Reference: ref,
+		CreatedAt: Timestamp(l.CreatedAt),
+	}
+}
+
+// TopupView is the public top-up object.
+type TopupView struct {
+	Object       string  `json:"object"`
+	PaymentID    string  `json:"payment_id"`
+	Amount       string  `json:"amount"`
+	Currency     string  `json:"currency"`
+	Method       string  `json:"method"`
+	Status       string  `json:"status"`
+	Provider     string  `json:"provider"`
+	AuthorizeURL string  `json:"authorize_url"`
+	ReceiptURL   string  `json:"receipt_url"`
+	Refunded     string  `json:"amount_refunded"`
+	CreatedAt    string  `json:"created_at"`
+	ExpiresAt    string  `json:"expires_at"`
+	CompletedAt  *string `json:"completed_at"`
+}
+
+func (e *Engine) topupView(t *Topup) TopupView {
+	return TopupView{
+		Object: "topup", PaymentID: t.PaymentID, Amount: money.Micros(t.Amount).Format(2), Currency: t.Currency,
+		Method: t.Method, Status: t.Status, Provider: t.Provider, AuthorizeURL: t.AuthorizeURL, ReceiptURL: t.ReceiptURL,
+		Refunded: money.Micros(t.RefundedAmount).Format(2), CreatedAt: Timestamp(t.CreatedAt), ExpiresAt: Timestamp(t.ExpiresAt),
+		CompletedAt: optionalTimestamp(t.CompletedAt),
+	}
 }

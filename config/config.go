@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"rtcd/money"
 )
 
 // Config is every setting of `rtcd serve`.
@@ -30,6 +32,22 @@ type Config struct {
 	DefaultParticipantCreatesPerMinute int
 	DefaultConnectRequestsPerMinute    int
 	ConnectPerIPPerMinute              int
+
+	BillingEnabled         bool
+	Currency               string
+	ParticipantMinutePrice string // decimal, six decimals
+	LowCreditThreshold     string // decimal
+	MinimumCreditToStart   string // decimal
+	BootstrapCredit        string // decimal
+	SettleIntervalSeconds  int
+	TopupExpirySeconds     int
+	PublicURL              string // the API origin payers' browsers reach (sandbox checkout, Stripe return pages)
+	PaymentProvider        string // sandbox or stripe
+	StripeSecretKey        string
+	StripeWebhookSecret    string
+	StripeAPIBase          string
+
+	MediaListen string // the built-in media node; empty: none
 
 	MediaTokenTTLSeconds   int
 	SnapshotEveryEvents    int
@@ -60,7 +78,8 @@ func (c *Config) Settings() []Setting {
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
-		{Name: "media-url", Default: "ws://127.0.0.1:8081/v1/media", Help: "media endpoint returned by POST /v1/connect (ws:// or wss://)", str: &c.MediaURL},
+		{Name: "media-listen", Default: "127.0.0.1:8081", Help: "HOST:PORT of the built-in reference media node (empty: do not run one)", str: &c.MediaListen},
+		{Name: "media-url", Default: "ws://127.0.0.1:8081/rtc", Help: "media endpoint returned by POST /v1/connect (ws:// or wss://); behind TLS set a wss:// address", str: &c.MediaURL},
 		{Name: "master-key", Default: "", Help: "hex master secret (at least 32 bytes); empty: <data-dir>/master.key, created on first start", str: &c.MasterKey},
 		{Name: "default-max-active-rooms", Default: "1000", Help: "max_active_rooms of projects without limits of their own", num: &c.DefaultMaxActiveRooms},
 		{Name: "default-max-active-participants", Default: "10000", Help: "max_active_participants of projects without limits of their own", num: &c.DefaultMaxActiveParticipants},
@@ -69,6 +88,19 @@ func (c *Config) Settings() []Setting {
 		{Name: "default-participant-creates-per-minute", Default: "6000", Help: "participant_creates_per_minute of projects without limits of their own", num: &c.DefaultParticipantCreatesPerMinute},
 		{Name: "default-connect-requests-per-minute", Default: "60000", Help: "connect_requests_per_minute of projects without limits of their own", num: &c.DefaultConnectRequestsPerMinute},
 		{Name: "connect-per-ip-per-minute", Default: "6000", Help: "POST /v1/connect requests per source IP per minute (abuse guard)", num: &c.ConnectPerIPPerMinute},
+		{Name: "billing-enabled", Default: "true", Help: "meter and charge usage and gate new sessions on credit; false: nothing is gated or charged", boolean: &c.BillingEnabled},
+		{Name: "currency", Default: "USD", Help: "currency of wallets, prices and top-ups", str: &c.Currency},
+		{Name: "participant-minute-price", Default: "0.004000", Help: "price of one participant-minute (decimal, up to six decimals)", str: &c.ParticipantMinutePrice},
+		{Name: "low-credit-threshold", Default: "5.00", Help: "below this balance the credit state is low (credit.low)", str: &c.LowCreditThreshold},
+		{Name: "minimum-credit-to-start", Default: "1.00", Help: "below this balance new participant sessions and connects get 402 insufficient_credit", str: &c.MinimumCreditToStart},
+		{Name: "bootstrap-credit", Default: "10.00", Help: "opening credit of the first workspace created by rtcd init or the first start", str: &c.BootstrapCredit},
+		{Name: "settle-interval-seconds", Default: "60", Help: "how often running sessions are charged to the wallet", num: &c.SettleIntervalSeconds},
+		{Name: "topup-expiry-seconds", Default: "3600", Help: "an unpaid top-up expires after this many seconds", num: &c.TopupExpirySeconds},
+		{Name: "public-url", Default: "http://127.0.0.1:8080", Help: "origin of the API as payers' browsers reach it (sandbox checkout page, provider return pages)", str: &c.PublicURL},
+		{Name: "payment-provider", Default: "sandbox", Help: "sandbox (built-in checkout page) or stripe", str: &c.PaymentProvider},
+		{Name: "stripe-secret-key", Default: "", Help: "Stripe secret key (payment-provider=stripe)", str: &c.StripeSecretKey},
+		{Name: "stripe-webhook-secret", Default: "", Help: "Stripe webhook signing secret whsec_… (payment-provider=stripe)", str: &c.StripeWebhookSecret},
+		{Name: "stripe-api-base", Default: "", Help: "Stripe API origin; empty: Stripe's own (tests point it at stripe-mock)", str: &c.StripeAPIBase},
 		{Name: "media-token-ttl-seconds", Default: "60", Help: "lifetime of the media token and connect session", num: &c.MediaTokenTTLSeconds},
 		{Name: "snapshot-every-events", Default: "1000", Help: "an actor writes a snapshot every this many journal events", num: &c.SnapshotEveryEvents},
 		{Name: "shutdown-timeout-seconds", Default: "15", Help: "on SIGTERM, how long in-flight requests may take to finish", num: &c.ShutdownTimeoutSeconds},
@@ -135,6 +167,41 @@ func (c *Config) Validate() error {
 	}
 	if c.MediaURL != "" && !strings.HasPrefix(c.MediaURL, "ws://") && !strings.HasPrefix(c.MediaURL, "wss://") {
 		return fmt.Errorf("--media-url=%q: want a ws:// or wss:// address", c.MediaURL)
+	}
+	for _, m := range []struct{ name, v string }{
+		{"participant-minute-price", c.ParticipantMinutePrice}, {"low-credit-threshold", c.LowCreditThreshold},
+		{"minimum-credit-to-start", c.MinimumCreditToStart}, {"bootstrap-credit", c.BootstrapCredit},
+	} {
+		v, err := money.Parse(m.v, money.MaxDecimals)
+		if err != nil || v < 0 {
+			return fmt.Errorf("--%s=%q: want a non-negative decimal amount with at most six decimals", m.name, m.v)
+		}
+	}
+	if len(c.Currency) != 3 || strings.ToUpper(c.Currency) != c.Currency {
+		return fmt.Errorf("--currency=%q: want a three-letter ISO 4217 code such as USD", c.Currency)
+	}
+	if c.SettleIntervalSeconds < 1 {
+		return fmt.Errorf("--settle-interval-seconds must be at least 1")
+	}
+	if c.TopupExpirySeconds < 60 {
+		return fmt.Errorf("--topup-expiry-seconds must be at least 60")
+	}
+	if !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		return fmt.Errorf("--public-url=%q: want an http:// or https:// origin", c.PublicURL)
+	}
+	switch c.PaymentProvider {
+	case "sandbox":
+	case "stripe":
+		if c.StripeSecretKey == "" || c.StripeWebhookSecret == "" {
+			return fmt.Errorf("--payment-provider=stripe needs --stripe-secret-key and --stripe-webhook-secret")
+		}
+	default:
+		return fmt.Errorf("--payment-provider=%q: want sandbox or stripe", c.PaymentProvider)
+	}
+	if c.MediaListen != "" {
+		if _, _, err := net.SplitHostPort(c.MediaListen); err != nil {
+			return fmt.Errorf("--media-listen=%q: want HOST:PORT", c.MediaListen)
+		}
 	}
 	if c.MediaTokenTTLSeconds < 1 {
 		return fmt.Errorf("--media-token-ttl-seconds must be at least 1")

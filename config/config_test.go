@@ -79,7 +79,12 @@ func TestDefaults(t *testing.T) {
 	}
 	want := map[string]any{
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
-		"region": "global", "media-url": "ws://127.0.0.1:8081/v1/media", "master-key": "",
+		"region": "global", "media-url": "ws://127.0.0.1:8081/rtc", "master-key": "",
+		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
+		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
+		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
+		"public-url": "http://127.0.0.1:8080", "payment-provider": "sandbox", "stripe-secret-key": "",
+		"stripe-webhook-secret": "", "stripe-api-base": "",
 		"default-max-active-rooms": 1000, "default-max-active-participants": 10000,
 		"default-max-participants-per-room": 100, "default-room-creates-per-minute": 600,
 		"default-participant-creates-per-minute": 6000, "default-connect-requests-per-minute": 60000,
@@ -147,6 +152,20 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_SHUTDOWN_TIMEOUT_SECONDS":               "3",
 		"RTCD_TRUST_FORWARDED_FOR":                    "true",
 		"RTCD_LOG_LEVEL":                              "debug",
+		"RTCD_MEDIA_LISTEN":                           "127.0.0.1:7000",
+		"RTCD_BILLING_ENABLED":                        "false",
+		"RTCD_CURRENCY":                               "EUR",
+		"RTCD_PARTICIPANT_MINUTE_PRICE":               "0.001500",
+		"RTCD_LOW_CREDIT_THRESHOLD":                   "3.00",
+		"RTCD_MINIMUM_CREDIT_TO_START":                "0.50",
+		"RTCD_BOOTSTRAP_CREDIT":                       "0",
+		"RTCD_SETTLE_INTERVAL_SECONDS":                "5",
+		"RTCD_TOPUP_EXPIRY_SECONDS":                   "600",
+		"RTCD_PUBLIC_URL":                             "https://rtc.example.com",
+		"RTCD_PAYMENT_PROVIDER":                       "stripe",
+		"RTCD_STRIPE_SECRET_KEY":                      "sk_test_x",
+		"RTCD_STRIPE_WEBHOOK_SECRET":                  "whsec_x",
+		"RTCD_STRIPE_API_BASE":                        "http://127.0.0.1:12111",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +177,10 @@ func TestEnvironmentApplies(t *testing.T) {
 		DefaultRoomCreatesPerMinute: 7, DefaultParticipantCreatesPerMinute: 8, DefaultConnectRequestsPerMinute: 9,
 		ConnectPerIPPerMinute: 11, MediaTokenTTLSeconds: 30, SnapshotEveryEvents: 12, ShutdownTimeoutSeconds: 3,
 		TrustForwardedFor: true, LogLevel: "debug",
+		MediaListen: "127.0.0.1:7000", BillingEnabled: false, Currency: "EUR", ParticipantMinutePrice: "0.001500",
+		LowCreditThreshold: "3.00", MinimumCreditToStart: "0.50", BootstrapCredit: "0", SettleIntervalSeconds: 5,
+		TopupExpirySeconds: 600, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
+		StripeSecretKey: "sk_test_x", StripeWebhookSecret: "whsec_x", StripeAPIBase: "http://127.0.0.1:12111",
 	}
 	if *c != want {
 		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)

@@ -112,6 +112,41 @@ func (s *Server) routes() {
 		}
 		rc.respondBody(e.ListAuditLogs(rc.caller, limit))
 	}, sc.AuditLogsRead))
+	r.GET("/v1/usage/summary", s.wrap("/v1/usage/summary", apiKey, func(rc *reqCtx) {
+		args := rc.ctx.QueryArgs()
+		rc.respondBody(e.UsageSummary(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
+	}, sc.UsageRead))
+	r.GET("/v1/usage/daily", s.wrap("/v1/usage/daily", apiKey, func(rc *reqCtx) {
+		args := rc.ctx.QueryArgs()
+		rc.respondBody(e.UsageDaily(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
+	}, sc.UsageRead))
+
+	r.GET("/v1/billing/balance", s.wrap("/v1/billing/balance", apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.Balance(rc.caller))
+	}, sc.BillingRead))
+	r.GET("/v1/billing/pricing", s.wrap("/v1/billing/pricing", apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.Pricing(rc.caller))
+	}, sc.BillingRead))
+	r.GET("/v1/billing/ledger", s.wrap("/v1/billing/ledger", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.Ledger(rc.caller, limit))
+	}, sc.BillingRead))
+	r.GET("/v1/billing/topups", s.wrap("/v1/billing/topups", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListTopups(rc.caller, limit))
+	}, sc.BillingRead))
+	r.GET("/v1/billing/topups/{payment_id}", s.wrap("/v1/billing/topups/{payment_id}", apiKey, func(rc *reqCtx) {
+		rc.respondBody(e.GetTopup(rc.caller, rc.param("payment_id")))
+	}, sc.BillingRead))
+
 	info, _ := json.Marshal(s.serverInfo)
 	r.GET("/v1/system/info", s.wrap("/v1/system/info", apiKeyNo, func(rc *reqCtx) {
 		rc.ok(200, info)

@@ -20,6 +20,9 @@ const (
 	Request        = "req_"
 	Account        = "acct_"
 	Audit          = "aud_"
+	Ledger         = "led_"
+	Payment        = "pay_"
+	Charge         = "chg_"
 )
 
 // randomBytes is the entropy of an id; 15 bytes encode to 24 base32 chars.

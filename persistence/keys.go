@@ -21,6 +21,14 @@ const (
 	PrefixKeyIdx   = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
 	PrefixAudit    = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
 	PrefixIdem     = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
+	PrefixAccount  = "a/"  // a/<accountID>                                -> (directory of wallet actors)
+	PrefixLedger   = "lg/" // lg/<accountID>/<inv:8><entryID>              -> ledger entry
+	PrefixTopup    = "tp/" // tp/<accountID>/<paymentID>                   -> top-up read record
+	PrefixTopupIdx = "ti/" // ti/<accountID>/<inv:8><paymentID>            -> paymentID
+	PrefixCharge   = "pc/" // pc/<accountID>/<chargeID>                    -> usage charge not yet applied to the wallet
+	PrefixUsage    = "us/" // us/<projectID>/<YYYY-MM-DD>/<sessionID>      -> finalized usage of one session on one UTC day
+	PrefixPayment  = "pd/" // pd/<paymentID>                               -> accountID (routes provider callbacks)
+	PrefixOutbox   = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
 )
 
 // JournalKey is the key of event seq in actorID's journal.
@@ -59,6 +67,14 @@ func IndexKey(prefix, owner string, atUnixNanos int64, id string) []byte {
 	k = append(k, '/')
 	k = binary.BigEndian.AppendUint64(k, math.MaxUint64-uint64(atUnixNanos))
 	return append(k, id...)
+}
+
+// OutboxKey orders events oldest first by atUnixNanos, then by id.
+func OutboxKey(atUnixNanos int64, eventID string) []byte {
+	k := make([]byte, 0, len(PrefixOutbox)+8+len(eventID))
+	k = append(k, PrefixOutbox...)
+	k = binary.BigEndian.AppendUint64(k, uint64(atUnixNanos))
+	return append(k, eventID...)
 }
 
 // IndexPrefix is the prefix shared by all of owner's entries in an index.

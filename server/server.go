@@ -28,6 +28,7 @@ import (
 	"rtcd/config"
 	api "rtcd/http"
 	"rtcd/metrics"
+	"rtcd/money"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -99,7 +100,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if ok, err := actors.Initialized(store); err != nil {
 		return fail(err)
 	} else if !ok {
-		res, err := actors.Bootstrap(store, keys, clk)
+		res, err := actors.Bootstrap(store, keys, clk, BillingFromConfig(cfg))
 		if err != nil {
 			return fail(err)
 		}
@@ -126,6 +127,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		ConnectPerIPPerMinute: cfg.ConnectPerIPPerMinute,
 		MediaTokenTTL:         time.Duration(cfg.MediaTokenTTLSeconds) * time.Second,
 		SnapshotEveryEvents:   cfg.SnapshotEveryEvents,
+		Billing:               BillingFromConfig(cfg),
 	}, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		return fail(err)
@@ -194,6 +196,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// BillingFromConfig is the pricing and credit policy of cfg (validated by
+// config.Validate, so the amounts parse).
+func BillingFromConfig(cfg *config.Config) actors.Billing {
+	amount := func(s string) money.Micros {
+		m, _ := money.Parse(s, money.MaxDecimals)
+		return m
+	}
+	return actors.Billing{
+		Enabled:                cfg.BillingEnabled,
+		Currency:               cfg.Currency,
+		ParticipantMinutePrice: amount(cfg.ParticipantMinutePrice),
+		LowCreditThreshold:     amount(cfg.LowCreditThreshold),
+		MinimumCreditToStart:   amount(cfg.MinimumCreditToStart),
+		BootstrapCredit:        amount(cfg.BootstrapCredit),
+		SettleInterval:         time.Duration(cfg.SettleIntervalSeconds) * time.Second,
+		TopupExpiry:            time.Duration(cfg.TopupExpirySeconds) * time.Second,
+	}
 }
 
 // LoadOrCreateMasterKey returns the configured master secret, or the one in

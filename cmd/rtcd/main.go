@@ -90,7 +90,7 @@ func runInit(args []string) error {
 		return err
 	}
 	defer store.Close()
-	res, err := actors.Bootstrap(store, keys, clock.Real{})
+	res, err := actors.Bootstrap(store, keys, clock.Real{}, server.BillingFromConfig(cfg))
 	if errors.Is(err, actors.ErrAlreadyInitialized) {
 		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
 	}

@@ -1,0 +1,514 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/ids"
+	"rtcd/money"
+	"rtcd/persistence"
+)
+
+// Credit states (GET /v1/billing/pricing credit_state). The gate is closed
+// only in exhausted: below minimum_credit_to_start no new participant
+// session or connect starts; sessions already running keep going.
+const (
+	CreditNormal    = "normal"    // balance >= low_credit_threshold
+	CreditLow       = "low"       // minimum_credit_to_start <= balance < low_credit_threshold
+	CreditExhausted = "exhausted" // balance < minimum_credit_to_start
+)
+
+// Ledger entry types.
+const (
+	LedgerTopup      = "topup"
+	LedgerUsage      = "usage"
+	LedgerRefund     = "refund"
+	LedgerAdjustment = "adjustment"
+)
+
+// Top-up (payment) statuses.
+const (
+	PaymentPending   = "pending"
+	PaymentSucceeded = "succeeded"
+	PaymentFailed    = "failed"
+	PaymentExpired   = "expired"
+	PaymentCanceled  = "canceled"
+	PaymentRefunded  = "refunded"
+)
+
+// Named bounds of the wallet.
+const (
+	// TopupMinMicros and TopupMaxMicros are the spec's 5.00 to 10000.00.
+	TopupMinMicros = 5 * money.MicrosPerUnit
+	TopupMaxMicros = 10000 * money.MicrosPerUnit
+	// TopupMaxDecimals is the spec's "at most 2 decimals".
+	TopupMaxDecimals = 2
+	// chargesPerApply bounds how many pending usage charges one wallet step
+	// applies, so one step's batch stays small; the rest follow next step.
+	chargesPerApply = 1000
+	// MaxAdjustmentReasonBytes bounds an operator adjustment's reason.
+	MaxAdjustmentReasonBytes = 256
+)
+
+// Billing is the pricing and credit policy, from configuration.
+type Billing struct {
+	Enabled                bool
+	Currency               string
+	ParticipantMinutePrice money.Micros
+	LowCreditThreshold     money.Micros
+	MinimumCreditToStart   money.Micros
+	SettleInterval         time.Duration // how often active sessions are charged
+	TopupExpiry            time.Duration // unpaid top-ups expire after this
+	BootstrapCredit        money.Micros  // credited to the first workspace by rtcd init
+}
+
+// creditStateOf is the pure rule from a balance to a credit state.
+func (b *Billing) creditStateOf(balance int64) string {
+	switch {
+	case balance < int64(b.MinimumCreditToStart):
+		return CreditExhausted
+	case balance < int64(b.LowCreditThreshold):
+		return CreditLow
+	default:
+		return CreditNormal
+	}
+}
+
+// Account is a workspace's own record.
+type Account struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	ProjectIDs []string  `json:"project_ids"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// LedgerEntry is one change of a wallet's balance; the balance is always
+// the sum of all entries.
+type LedgerEntry struct {
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Amount       int64          `json:"amount"` // micro-units, signed
+	BalanceAfter int64          `json:"balance_after"`
+	Description  string         `json:"description"`
+	Reference    map[string]any `json:"reference"`
+	CreatedAt    time.Time      `json:"created_at"`
+}
+
+// Topup is a top-up (payment) record.
+type Topup struct {
+	PaymentID      string    `json:"payment_id"`
+	ProjectID      string    `json:"project_id"` // the project whose key created it; its webhooks hear payment.*
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	Method         string    `json:"method"`
+	Status         string    `json:"status"`
+	Provider       string    `json:"provider"`
+	ProviderRef    string    `json:"provider_ref"`
+	AuthorizeURL   string    `json:"authorize_url"`
+	ReceiptURL     string    `json:"receipt_url"`
+	CreatedAt      time.Time `json:"created_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	CompletedAt    time.Time `json:"completed_at"`
+	RefundedAmount int64     `json:"refunded_amount"`
+}
+
+// pendingCharge is a usage charge a room wrote in its own batch (under
+// pc/<account>/<id>) for the wallet to apply. The wallet applies it and
+// deletes it in one batch, so each charge is applied exactly once even
+// across crashes of either actor.
+type pendingCharge struct {
+	ID            string    `json:"id"`
+	ProjectID     string    `json:"project_id"`
+	RoomID        string    `json:"room_id"`
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	Seconds       int64     `json:"participant_seconds"` // seconds this charge covers
+	Amount        int64     `json:"amount"`              // micro-units, positive
+	At            time.Time `json:"at"`
+}
+
+// walletEvent is one entry of a wallet's journal. Exactly one field is set.
+type walletEvent struct {
+	LedgerEntryAdded   *LedgerEntry        `json:"ledger_entry_added,omitempty"`
+	CreditStateChanged *creditStateChanged `json:"credit_state_changed,omitempty"`
+	TopupCreated       *Topup              `json:"topup_created,omitempty"`
+	TopupUpdated       *topupUpdated       `json:"topup_updated,omitempty"`
+	ProjectAdded       *projectAdded       `json:"project_added,omitempty"`
+}
+
+type creditStateChanged struct {
+	To string    `json:"to"`
+	At time.Time `json:"at"`
+}
+
+type topupUpdated struct {
+	PaymentID      string    `json:"payment_id"`
+	Status         string    `json:"status"`
+	ReceiptURL     string    `json:"receipt_url,omitempty"`
+	RefundedAmount int64     `json:"refunded_amount,omitempty"`
+	At             time.Time `json:"at"`
+}
+
+type projectAdded struct {
+	ProjectID string `json:"project_id"`
+}
+
+// walletState is everything a wallet actor owns. It is also its snapshot.
+type walletState struct {
+	Account     Account           `json:"account"`
+	Balance     int64             `json:"balance"`
+	CreditState string            `json:"credit_state"`
+	Topups      map[string]*Topup `json:"topups"`
+}
+
+func newWalletState(a Account, creditState string) *walletState {
+	return &walletState{Account: a, CreditState: creditState, Topups: make(map[string]*Topup)}
+}
+
+// apply changes the state by one event; pure, as roomState.apply.
+func (s *walletState) apply(e *walletEvent) {
+	switch {
+	case e.LedgerEntryAdded != nil:
+		s.Balance = e.LedgerEntryAdded.BalanceAfter
+	case e.CreditStateChanged != nil:
+		s.CreditState = e.CreditStateChanged.To
+	case e.TopupCreated != nil:
+		t := *e.TopupCreated
+		s.Topups[t.PaymentID] = &t
+	case e.TopupUpdated != nil:
+		t := s.Topups[e.TopupUpdated.PaymentID]
+		t.Status = e.TopupUpdated.Status
+		t.CompletedAt = e.TopupUpdated.At
+		if e.TopupUpdated.ReceiptURL != "" {
+			t.ReceiptURL = e.TopupUpdated.ReceiptURL
+		}
+		t.RefundedAmount += e.TopupUpdated.RefundedAmount
+	case e.ProjectAdded != nil:
+		s.Account.ProjectIDs = append(s.Account.ProjectIDs, e.ProjectAdded.ProjectID)
+	}
+}
+
+// accountShared is what a wallet publishes for rooms to read on the
+// connect path: whether the credit gate is closed.
+type accountShared struct {
+	gateClosed atomic.Bool
+}
+
+// Wallet commands.
+type (
+	// applyCharges nudges the wallet to apply pending usage charges.
+	applyCharges struct{}
+	createTopup  struct {
+		replyTo
+		topup Topup
+	}
+	// PaymentUpdate is a verified provider callback, already mapped to a payment.
+	PaymentUpdate struct {
+		ProviderEventID string
+		PaymentID       string
+		Status          string // succeeded, failed, canceled, expired, refunded
+		Amount          int64  // for refunded: the amount refunded (micro-units); else the paid amount
+		ReceiptURL      string
+		At              time.Time
+	}
+	paymentUpdate struct {
+		replyTo
+		u PaymentUpdate
+	}
+	adjustBalance struct {
+		replyTo
+		amount int64
+		reason string
+		actor  Actor
+	}
+)
+
+// walletActor owns one workspace's prepaid balance, its ledger, its credit
+// state and its top-ups.
+type walletActor struct {
+	e            *Engine
+	id           string // account id
+	shared       *accountShared
+	journal      *persistence.Journal
+	state        *walletState
+	recoveryErrs chan<- error
+	recovered    bool
+}
+
+func (a *walletActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.recover()
+	case applyCharges:
+		a.applyCharges()
+	case *createTopup:
+		a.createTopup(m)
+	case *paymentUpdate:
+		a.paymentUpdate(m)
+	case *adjustBalance:
+		a.adjust(m)
+	case *getWallet:
+		m.respond(reply{value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
+	case *addProject:
+		a.addProject(m)
+	case sweep:
+		a.applyCharges()
+		a.expireTopups()
+	case crashForTest:
+		panic("actors: crash requested by a test")
+	}
+}
+
+func (a *walletActor) recover() {
+	first := !a.recovered
+	if first {
+		defer a.e.recovering.Done()
+	}
+	a.recovered = true
+	a.state = nil
+	a.journal = persistence.NewJournal(a.e.store, "wallet/"+a.id, a.e.settings.SnapshotEveryEvents)
+	_, err := a.journal.Recover(
+		func(state []byte) error {
+			a.state = &walletState{}
+			return json.Unmarshal(state, a.state)
+		},
+		func(event []byte) error {
+			var ev walletEvent
+			if err := json.Unmarshal(event, &ev); err != nil {
+				return err
+			}
+			a.state.apply(&ev)
+			return nil
+		})
+	if err == nil && a.state == nil {
+		err = fmt.Errorf("actors: wallet %s has no snapshot", a.id)
+	}
+	if err != nil {
+		if first {
+			a.recoveryErrs <- err
+		} else {
+			slog.Error("wallet recovery after a restart failed", "account_id", a.id, "error", err)
+		}
+		return
+	}
+	if a.state.Topups == nil {
+		a.state.Topups = make(map[string]*Topup)
+	}
+	a.publish()
+	a.applyCharges() // charges written while the wallet was down
+}
+
+func (a *walletActor) publish() {
+	a.shared.gateClosed.Store(a.e.settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
+}
+
+func (a *walletActor) record(b *pebble.Batch, events ...walletEvent) {
+	for i := range events {
+		a.journal.Append(b, encode(&events[i]))
+		a.state.apply(&events[i])
+	}
+	if a.journal.SnapshotDue() {
+		a.journal.WriteSnapshot(b, encode(a.state))
+	}
+}
+
+// addLedgerEntry records a balance change, its ledger record, and any credit
+// state move with its webhook events, all into b.
+func (a *walletActor) addLedgerEntry(b *pebble.Batch, typ string, amount int64, description string, ref map[string]any) LedgerEntry {
+	now := a.e.createdAt()
+	entry := LedgerEntry{
+		ID: ids.New(ids.Ledger), Type: typ, Amount: amount, BalanceAfter: a.state.Balance + amount,
+		Description: description, Reference: ref, CreatedAt: now,
+	}
+	before := a.state.CreditState
+	a.record(b, walletEvent{LedgerEntryAdded: &entry})
+	_ = b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(a.e.ledgerView(&entry)), nil)
+	after := a.e.settings.Billing.creditStateOf(a.state.Balance)
+	if after != before {
+		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
+		a.emitCredit(b, before, after, now)
+	}
+	return entry
+}
+
+// emitCredit writes the credit.* event of a state move to every project of
+// the workspace (webhook endpoints belong to projects).
+//
+//	into exhausted (from normal or low)         credit.exhausted
+//	normal -> low                               credit.low
+//	any move to a better state (exhausted->low,
+//	exhausted->normal, low->normal)             credit.restored
+func (a *walletActor) emitCredit(b *pebble.Batch, from, to string, at time.Time) {
+	rank := map[string]int{CreditExhausted: 0, CreditLow: 1, CreditNormal: 2}
+	var typ string
+	switch {
+	case to == CreditExhausted:
+		typ = EventCreditExhausted
+	case to == CreditLow && from == CreditNormal:
+		typ = EventCreditLow
+	case rank[to] > rank[from]:
+		typ = EventCreditRestored
+	default:
+		return
+	}
+	data := map[string]any{
+		"account_id": a.id, "previous_state": from, "credit_state": to,
+		"balance": money.Micros(a.state.Balance).Format(2), "currency": a.e.settings.Billing.Currency,
+	}
+	for _, p := range a.state.Account.ProjectIDs {
+		a.e.emit(b, p, typ, at, data)
+	}
+}
+
+// applyCharges applies the usage charges rooms left for this wallet. Usage
+// of running sessions always settles, even when the balance goes negative.
+func (a *walletActor) applyCharges() {
+	if a.state == nil {
+		return
+	}
+	prefix := persistence.IndexPrefix(persistence.PrefixCharge, a.id)
+	var charges []pendingCharge
+	var keys [][]byte
+	err := a.e.store.Scan(prefix, chargesPerApply, func(key, value []byte) bool {
+		var c pendingCharge
+		if json.Unmarshal(value, &c) == nil {
+			charges = append(charges, c)
+		} else {
+			slog.Error("unreadable pending charge; left in place", "key", string(key))
+			return true
+		}
+		keys = append(keys, append([]byte(nil), key...))
+		return true
+	})
+	if err != nil || len(charges) == 0 {
+		return
+	}
+	b := a.e.store.NewBatch()
+	for i, c := range charges {
+		if a.e.settings.Billing.Enabled {
+			a.addLedgerEntry(b, LedgerUsage, -c.Amount, fmt.Sprintf("%d participant-seconds", c.Seconds), map[string]any{
+				"type": "usage_charge", "id": c.ID, "project_id": c.ProjectID, "room_id": c.RoomID,
+				"participant_id": c.ParticipantID, "session_id": c.SessionID, "participant_seconds": c.Seconds,
+			})
+		}
+		_ = b.Delete(keys[i], nil)
+	}
+	a.publish()
+	a.e.store.Commit(b, nil)
+	if len(charges) == chargesPerApply {
+		a.e.system.Root.Send(a.pid(), applyCharges{}) // more are waiting
+	}
+}
+
+func (a *walletActor) pid() *actor.PID {
+	h, _ := a.e.wallet(a.id)
+	return h.pid
+}
+
+func (a *walletActor) createTopup(m *createTopup) {
+	t := m.topup
+	t.Status = PaymentPending
+	b := a.e.store.NewBatch()
+	a.record(b, walletEvent{TopupCreated: &t})
+	body := a.putTopupRecord(b, &t)
+	_ = b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID), nil)
+	_ = b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id), nil)
+	a.e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+}
+
+func (a *walletActor) putTopupRecord(b *pebble.Batch, t *Topup) []byte {
+	body := mustJSON(a.e.topupView(t))
+	_ = b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body, nil)
+	return body
+}
+
+// paymentUpdate applies a verified provider callback. Only a successful
+// payment of a pending top-up credits the wallet, so a repeated callback
+// credits once; moves out of a final state are ignored (answered 200 so the
+// provider stops retrying).
+func (a *walletActor) paymentUpdate(m *paymentUpdate) {
+	u := m.u
+	t, ok := a.state.Topups[u.PaymentID]
+	if !ok {
+		m.respond(reply{err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
+		return
+	}
+	b := a.e.store.NewBatch()
+	now := a.e.clock.Now()
+	var eventType string
+	switch {
+	case t.Status == PaymentPending && u.Status == PaymentSucceeded:
+		a.addLedgerEntry(b, LedgerTopup, t.Amount, "top-up "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
+		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentSucceeded, ReceiptURL: u.ReceiptURL, At: now}})
+		eventType = EventPaymentSucceeded
+	case t.Status == PaymentPending && (u.Status == PaymentFailed || u.Status == PaymentCanceled || u.Status == PaymentExpired):
+		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: u.Status, At: now}})
+		eventType = map[string]string{PaymentFailed: EventPaymentFailed, PaymentCanceled: EventPaymentCanceled, PaymentExpired: EventPaymentExpired}[u.Status]
+	case t.Status == PaymentSucceeded && u.Status == PaymentRefunded:
+		refund := u.Amount
+		if refund <= 0 || refund > t.Amount-t.RefundedAmount {
+			refund = t.Amount - t.RefundedAmount
+		}
+		a.addLedgerEntry(b, LedgerRefund, -refund, "refund of "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
+		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentRefunded, RefundedAmount: refund, At: now}})
+		eventType = EventPaymentRefunded
+	default:
+		_ = b.Close()
+		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
+		return
+	}
+	body := a.putTopupRecord(b, t)
+	a.e.emit(b, t.ProjectID, eventType, now, map[string]any{
+		"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
+		"currency": t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
+	})
+	a.publish()
+	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// expireTopups moves unpaid top-ups past their expiry to expired.
+func (a *walletActor) expireTopups() {
+	if a.state == nil {
+		return
+	}
+	now := a.e.clock.Now()
+	for _, t := range a.state.Topups {
+		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
+			a.paymentUpdate(&paymentUpdate{replyTo: replyTo{ch: make(chan reply, 1)},
+				u: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}})
+		}
+	}
+}
+
+func (a *walletActor) adjust(m *adjustBalance) {
+	b := a.e.store.NewBatch()
+	entry := a.addLedgerEntry(b, LedgerAdjustment, m.amount, m.reason, map[string]any{"type": "operator", "id": m.actor.ID})
+	for _, p := range a.state.Account.ProjectIDs {
+		a.e.writeAudit(b, p, &Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
+			AuditTarget{Type: "ledger_entry", ID: entry.ID},
+			map[string]any{"account_id": a.id, "amount": money.Micros(m.amount).Format(2), "reason": m.reason})
+	}
+	a.publish()
+	body := mustJSON(a.e.ledgerView(&entry))
+	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// addProject is sent when a project is created in the workspace.
+type addProject struct{ projectID string }
+
+func (a *walletActor) addProject(m *addProject) {
+	for _, p := range a.state.Account.ProjectIDs {
+		if p == m.projectID {
+			return
+		}
+	}
+	b := a.e.store.NewBatch()
+	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.projectID}})
+	a.e.store.Commit(b, nil)
+}
