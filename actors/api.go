@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 
@@ -378,7 +379,34 @@ func notFoundOrInternal(err error, notFound *apierr.Error) *apierr.Error {
 // ErrAlreadyInitialized is returned by Bootstrap on an initialised data dir.
 var ErrAlreadyInitialized = errors.New("the data directory is already initialised")
 
-var initializedKey = persistence.Key(persistence.PrefixMeta, "initialized")
+var (
+	initializedKey = persistence.Key(persistence.PrefixMeta, "initialized")
+	keyCheckKey    = persistence.Key(persistence.PrefixMeta, "key-check")
+)
+
+// keyCheck is a keyed hash of a fixed text under the master key's derived
+// keys, stored at bootstrap, so a start with another master key is refused.
+func keyCheck(keys auth.Keys) []byte {
+	h := keys.HashAPIKey("rtcd master key check v1")
+	return h[:]
+}
+
+// CheckMasterKey verifies keys against the key check stored at bootstrap.
+func CheckMasterKey(s *persistence.Store, keys auth.Keys) error {
+	stored, err := s.Get(keyCheckKey)
+	if errors.Is(err, persistence.ErrNotFound) {
+		b := s.NewBatch() // initialised before key checks existed: record it now
+		_ = b.Set(keyCheckKey, keyCheck(keys), nil)
+		return s.CommitAndWait(b)
+	}
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(stored, keyCheck(keys)) {
+		return errors.New("the master key does not match the one this data directory was initialised with; refusing to start")
+	}
+	return nil
+}
 
 // Initialized reports whether the store was bootstrapped.
 func Initialized(s *persistence.Store) (bool, error) {
@@ -444,6 +472,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
 	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit), nil)
+	_ = b.Set(keyCheckKey, keyCheck(keys), nil)
 	_ = b.Set(initializedKey, []byte(Timestamp(now)), nil)
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err

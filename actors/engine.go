@@ -42,7 +42,7 @@ const (
 	mediaPresenceTimeout = 15 * time.Second
 	// idempotencySweepInterval is how often projects delete expired
 	// idempotency records.
-	idempotencySweepInterval = 10 * time.Minute
+	idempotencySweepInterval = time.Minute
 )
 
 // sweep asks an actor to do its periodic housekeeping.
@@ -305,6 +305,10 @@ func (e *Engine) sweepLoop() {
 			})
 			if now := e.clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
+				// Rate counters of past windows are dropped once a minute.
+				if sw, ok := e.limiter.(interface{ Sweep(time.Time) int }); ok {
+					sw.Sweep(now)
+				}
 				e.projects.Range(func(_, v any) bool {
 					e.system.Root.Send(v.(*projectHandle).pid, sweep{})
 					return true

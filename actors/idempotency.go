@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"rtcd/apierr"
 	"rtcd/persistence"
 )
@@ -67,11 +68,11 @@ func idemScope(projectID, callerID, key string) [32]byte {
 	return sha256.Sum256([]byte(projectID + "\x00" + callerID + "\x00" + key))
 }
 
-// seal encrypts a stored response for p.
-func (e *Engine) seal(p *idemPending, status int, body []byte) []byte {
+// sealAt encrypts a stored response for p, created at now.
+func (e *Engine) sealAt(p *idemPending, status int, body []byte, now time.Time) []byte {
 	plain := make([]byte, idemSealedHeaderBytes, idemSealedHeaderBytes+len(body))
 	copy(plain, p.requestHash[:])
-	binary.BigEndian.PutUint64(plain[32:], uint64(e.clock.Now().UnixNano()))
+	binary.BigEndian.PutUint64(plain[32:], uint64(now.UnixNano()))
 	binary.BigEndian.PutUint16(plain[40:], uint16(status))
 	plain = append(plain, body...)
 	nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(plain)+e.aead.Overhead())
@@ -104,18 +105,19 @@ func (e *Engine) open(storeKey, sealed []byte) (storedResponse, bool) {
 	return r, true
 }
 
-// lookupStored returns the unexpired stored response for p, if any.
-func (e *Engine) lookupStored(p *idemPending) (storedResponse, bool) {
+// lookupStored returns the stored response for p, if any, and whether it is
+// still within the retention.
+func (e *Engine) lookupStored(p *idemPending) (r storedResponse, found, fresh bool) {
 	key := p.storeKey()
 	sealed, err := e.store.Get(key)
 	if err != nil {
-		return storedResponse{}, false
+		return storedResponse{}, false, false
 	}
 	r, ok := e.open(key, sealed)
-	if !ok || e.clock.Now().Sub(r.createdAt) >= idempotencyRetention {
-		return storedResponse{}, false
+	if !ok {
+		return storedResponse{}, false, false
 	}
-	return r, true
+	return r, true, e.clock.Now().Sub(r.createdAt) < idempotencyRetention
 }
 
 // idemBegin asks the project actor to admit an idempotent request.
@@ -155,7 +157,15 @@ func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPendin
 		return reply{err: apierr.New(apierr.IdempotencyInProgress,
 			"a request with this Idempotency-Key is still in progress; retry after it completes")}
 	}
-	if stored, ok := e.lookupStored(p); ok {
+	stored, found, fresh := e.lookupStored(p)
+	if found && !fresh {
+		// Expired: the key is free again. Its old expiry index entry goes
+		// now, so the sweep can never delete the record about to replace it.
+		b := e.store.NewBatch()
+		_ = b.Delete(expiryIndexKey(p.projectID, stored.createdAt.UnixNano(), p.scope), nil)
+		e.store.Commit(b, nil)
+	}
+	if found && fresh {
 		if stored.requestHash != p.requestHash {
 			return reply{err: apierr.New(apierr.Conflict,
 				"this Idempotency-Key was already used with a different method, path or body").
@@ -170,26 +180,44 @@ func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPendin
 // idempotencySweepBatch bounds how many expired records one sweep deletes.
 const idempotencySweepBatch = 1000
 
-// expiredIdempotencyKeys lists up to idempotencySweepBatch of a project's
-// records past the retention, skipping keys in flight. Lookups ignore
-// expired records anyway; deleting them only reclaims disk. Called by the
-// project actor, which is the only writer admitting keys, so a key it is
-// deleting cannot be re-admitted concurrently.
-func (e *Engine) expiredIdempotencyKeys(projectID string, inFlight map[[32]byte]time.Time) [][]byte {
-	prefix := persistence.IndexPrefix(persistence.PrefixIdem, projectID)
-	var expired [][]byte
+// expiryIndexKey is ie/<projectID>/<createdNanos:8><scope:32>: records in the
+// order they expire, so a sweep reads only what has expired.
+func expiryIndexKey(projectID string, createdNanos int64, scope [32]byte) []byte {
+	k := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
+	k = binary.BigEndian.AppendUint64(k, uint64(createdNanos))
+	return append(k, scope[:]...)
+}
+
+// putStored writes the sealed response of p and its expiry index entry into b.
+func (e *Engine) putStored(b *pebble.Batch, p *idemPending, status int, body []byte) {
 	now := e.clock.Now()
-	_ = e.store.Scan(prefix, 0, func(key, value []byte) bool {
+	_ = b.Set(p.storeKey(), e.sealAt(p, status, body, now), nil)
+	_ = b.Set(expiryIndexKey(p.projectID, now.UnixNano(), p.scope), nil, nil)
+}
+
+// sweepExpired deletes, into b, up to idempotencySweepBatch records whose
+// retention has passed, oldest first, without decrypting anything. Called by
+// the project actor, the only one admitting keys: a key in flight is
+// skipped (its old record is replaced by the request under way), and a key
+// re-admitted after expiry had its old index entry removed at admission.
+func (e *Engine) sweepExpired(b *pebble.Batch, projectID string, inFlight map[[32]byte]time.Time) int {
+	prefix := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
+	cutoff := e.clock.Now().Add(-idempotencyRetention).UnixNano()
+	n := 0
+	_ = e.store.Scan(prefix, idempotencySweepBatch, func(key, _ []byte) bool {
+		rest := key[len(prefix):]
+		if len(rest) != 8+32 || int64(binary.BigEndian.Uint64(rest)) > cutoff {
+			return false // the rest expire later
+		}
 		var scope [32]byte
-		copy(scope[:], key[len(prefix):])
-		if _, busy := inFlight[scope]; busy {
-			return true
+		copy(scope[:], rest[8:])
+		_ = b.Delete(append([]byte(nil), key...), nil)
+		if _, busy := inFlight[scope]; !busy {
+			p := idemPending{projectID: projectID, scope: scope}
+			_ = b.Delete(p.storeKey(), nil)
 		}
-		r, ok := e.open(key, value)
-		if !ok || now.Sub(r.createdAt) >= idempotencyRetention {
-			expired = append(expired, append([]byte(nil), key...))
-		}
-		return len(expired) < idempotencySweepBatch
+		n++
+		return true
 	})
-	return expired
+	return n
 }

@@ -224,7 +224,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	_ = b.Set(roomRecordKey(a.id, room.ID), body, nil)
 	_ = b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID), nil)
 	if m.idem != nil {
-		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+		e.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
 	// The room actor can only start once the batch holding its snapshot is
@@ -296,7 +296,7 @@ func (a *projectActor) createKey(m *createKey) {
 	a.e.writeAudit(b, a.id, m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.idem != nil {
-		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+		e.putStored(b, m.idem, 201, body)
 	}
 	rec := &KeyRecord{KeyID: key.ID, ProjectID: a.id, Scopes: m.scopes}
 	a.record(b, projectEvent{APIKeyCreated: &key})
@@ -337,15 +337,17 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 }
 
 func (a *projectActor) sweepIdempotency() {
-	expired := a.e.expiredIdempotencyKeys(a.id, a.idemInFlight)
-	if len(expired) == 0 {
+	b := a.e.store.NewBatch()
+	n := a.e.sweepExpired(b, a.id, a.idemInFlight)
+	if n == 0 {
+		_ = b.Close()
 		return
 	}
-	b := a.e.store.NewBatch()
-	for _, k := range expired {
-		_ = b.Delete(k, nil)
-	}
 	a.e.store.Commit(b, nil)
+	if n == idempotencySweepBatch { // more expired: continue after queued requests
+		h, _ := a.e.project(a.id)
+		go a.e.system.Root.Send(h.pid, sweep{})
+	}
 }
 
 // writeAudit adds an audit log entry to b.

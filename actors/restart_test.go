@@ -16,37 +16,7 @@ import (
 // reloads from disk without double-counting rooms or participant slots and
 // the actors keep serving.
 func TestActorRestartAfterPanicCountsOnce(t *testing.T) {
-	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	keys, err := auth.DeriveKeys(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	limits := Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
-		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
-	e, err := New(Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
-		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000},
-		store, clk, ratelimit.NewMemory(), keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Stop()
-
-	caller, aerr := e.Authenticate(boot.APIKey)
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
+	e, _, caller := newTestEngine(t)
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -115,3 +85,41 @@ func decodeToken(t *testing.T, body []byte) string {
 }
 
 var jsonUnmarshal = func(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// newTestEngine starts an engine on a fresh store with a bootstrapped
+// workspace and returns it with its fake clock and the bootstrap key's caller.
+func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
+	t.Helper()
+	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
+		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
+	e, err := New(Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
+		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000},
+		store, clk, ratelimit.NewMemory(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(e.Stop)
+	caller, aerr := e.Authenticate(boot.APIKey)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	return e, clk, caller
+}

@@ -210,7 +210,9 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 	// Not capped at the room's expiry: a connect to a room past expires_at
 	// must be told room_expired, which a token expired with the room would
 	// hide (the token's expiry is checked first).
-	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second)
+	// Whole seconds: the token carries its expiry in seconds, and the
+	// documented expires_at must be exactly when the token stops working.
+	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second).Truncate(time.Second)
 	p := Participant{
 		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.params.externalID, Name: m.params.name,
 		Role: m.params.role, Status: ParticipantCreated, Metadata: m.params.metadata,
@@ -225,7 +227,7 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 	a.putParticipantRecord(b, &p)
 	_ = b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID), nil)
 	if m.idem != nil {
-		_ = b.Set(m.idem.storeKey(), e.seal(m.idem, 201, body), nil)
+		e.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
 	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
@@ -289,6 +291,17 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 	expiresAt := now.Add(e.settings.MediaTokenTTL)
 	if expiresAt.After(a.state.Room.ExpiresAt) {
 		expiresAt = a.state.Room.ExpiresAt // a media session never outlives its room
+	}
+	// Tokens carry whole seconds; the session's expires_at says exactly what
+	// the token says. Less than a second of room left is an expired room.
+	expiresAt = expiresAt.Truncate(time.Second)
+	if !expiresAt.After(now) {
+		if newSlot {
+			a.releaseProjectSlots(1)
+		}
+		a.startEnding(ctx, EndReasonExpired, nil, nil)
+		m.respond(reply{err: a.closedError()})
+		return
 	}
 	sessionID := ids.New(ids.ConnectSession)
 	mediaToken := e.keys.SignMediaToken(auth.MediaClaims{

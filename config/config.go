@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -147,6 +148,27 @@ func Parse(name string, args []string, env func(string) string) (*Config, error)
 // FromEnv parses the process environment and args.
 func FromEnv(name string, args []string) (*Config, error) { return Parse(name, args, os.Getenv) }
 
+// checkMediaURL: the spec makes the media endpoint a secure WebSocket
+// address. Plain ws:// is accepted only for a loopback host (the embedded
+// default and local testing), where there is no network to protect.
+func checkMediaURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("--media-url=%q: want a wss:// address (ws:// only on a loopback host)", raw)
+	}
+	if u.Scheme == "ws" {
+		host := u.Hostname()
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("--media-url=%q: a media endpoint off this machine must be wss:// (secure WebSocket)", raw)
+		}
+	}
+	return nil
+}
+
 // Validate checks every setting.
 func (c *Config) Validate() error {
 	for _, s := range c.Settings() {
@@ -165,8 +187,8 @@ func (c *Config) Validate() error {
 	if c.Region == "" {
 		return fmt.Errorf("--region must not be empty")
 	}
-	if c.MediaURL != "" && !strings.HasPrefix(c.MediaURL, "ws://") && !strings.HasPrefix(c.MediaURL, "wss://") {
-		return fmt.Errorf("--media-url=%q: want a ws:// or wss:// address", c.MediaURL)
+	if err := checkMediaURL(c.MediaURL); err != nil {
+		return err
 	}
 	for _, m := range []struct{ name, v string }{
 		{"participant-minute-price", c.ParticipantMinutePrice}, {"low-credit-threshold", c.LowCreditThreshold},

@@ -278,3 +278,25 @@ func TestValidEdgeValues(t *testing.T) {
 		}
 	}
 }
+
+func TestMediaURLMustBeSecureOffLoopback(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"ws://127.0.0.1:8081/rtc":         true,
+		"ws://localhost:8081/rtc":         true,
+		"ws://[::1]:8081/rtc":             true,
+		"wss://media.example.com/rtc":     true,
+		"":                                true,
+		"ws://media.example.com/rtc":      false,
+		"ws://10.0.0.5:8081/rtc":          false,
+		"http://127.0.0.1:8081/rtc":       false,
+		"wss://":                          false,
+		"media.example.com/rtc":           false,
+		"ws://127.0.0.1.example.com/rtc":  false,
+		"wss://media.example.com:443/rtc": true,
+	} {
+		_, err := Parse("test", []string{"--media-url=" + raw}, noEnv)
+		if (err == nil) != ok {
+			t.Errorf("--media-url=%q: err %v, want ok=%v", raw, err, ok)
+		}
+	}
+}

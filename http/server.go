@@ -114,7 +114,7 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 			}
 			if s.metrics != nil {
 				// Refused before routing, so counted under the unmatched route.
-				s.metrics.HTTPRequests.WithLabelValues("unmatched", string(ctx.Method()), strconv.Itoa(ctx.Response.StatusCode())).Inc()
+				s.metrics.ObserveHTTP("unmatched", ctx.Method(), ctx.Response.StatusCode(), -1)
 			}
 		},
 	}
@@ -186,9 +186,7 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		}
 		s.inFlight.Add(-1)
 		if s.metrics != nil {
-			method := string(ctx.Method())
-			s.metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(ctx.Response.StatusCode())).Inc()
-			s.metrics.HTTPDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+			s.metrics.ObserveHTTP(route, ctx.Method(), ctx.Response.StatusCode(), time.Since(start).Seconds())
 		}
 	}
 }

@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -17,7 +19,7 @@ import (
 type Metrics struct {
 	Registry       *prometheus.Registry
 	HTTPRequests   *prometheus.CounterVec   // by route, method, status
-	HTTPDuration   *prometheus.HistogramVec // by route, method
+	HTTPDuration   *prometheus.HistogramVec // by route, method, status
 	ConnectResults *prometheus.CounterVec   // by code ("ok" or the error code)
 	JournalApply   prometheus.Histogram
 	JournalSync    prometheus.Histogram
@@ -41,9 +43,9 @@ func New() *Metrics {
 		}, []string{"route", "method", "status"}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rtcd_http_request_duration_seconds",
-			Help:    "Time from reading a request to writing its response, by route pattern and method.",
+			Help:    "Time from reading a request to writing its response, by route pattern, method and status code.",
 			Buckets: latencyBucketsSeconds,
-		}, []string{"route", "method"}),
+		}, []string{"route", "method", "status"}),
 		ConnectResults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rtcd_connect_results_total",
 			Help: "POST /v1/connect outcomes: ok, or the error code returned.",
@@ -62,6 +64,25 @@ func New() *Metrics {
 	r.MustRegister(m.HTTPRequests, m.HTTPDuration, m.ConnectResults, m.JournalApply, m.JournalSync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// ObserveHTTP counts one answered request and its latency. The method label
+// takes a fixed set of values (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS,
+// other) and status is a code the server chose, so no client can create
+// label series at will.
+func (m *Metrics) ObserveHTTP(route string, method []byte, status int, seconds float64) {
+	var mlabel string
+	switch string(method) {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
+		mlabel = string(method)
+	default:
+		mlabel = "other"
+	}
+	code := strconv.Itoa(status)
+	m.HTTPRequests.WithLabelValues(route, mlabel, code).Inc()
+	if seconds >= 0 {
+		m.HTTPDuration.WithLabelValues(route, mlabel, code).Observe(seconds)
+	}
 }
 
 // EngineGauges are read at scrape time from the engine's counters.

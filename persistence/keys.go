@@ -21,6 +21,7 @@ const (
 	PrefixKeyIdx   = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
 	PrefixAudit    = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
 	PrefixIdem     = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
+	PrefixIdemExp  = "ie/" // ie/<projectID>/<nanos:8><scope:32>           -> (expiry index of id/, oldest first)
 	PrefixAccount  = "a/"  // a/<accountID>                                -> (directory of wallet actors)
 	PrefixLedger   = "lg/" // lg/<accountID>/<inv:8><entryID>              -> ledger entry
 	PrefixTopup    = "tp/" // tp/<accountID>/<paymentID>                   -> top-up read record

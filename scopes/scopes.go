@@ -28,10 +28,6 @@ const (
 	AuditLogsRead
 )
 
-// MaxScopesPerKey bounds the scopes array of a key creation request. It is
-// the number of scopes that exist: a longer list must repeat one.
-const MaxScopesPerKey = 13
-
 var names = []struct {
 	scope Scope
 	name  string
@@ -50,6 +46,10 @@ var names = []struct {
 	{ProjectRead, "project:read"},
 	{AuditLogsRead, "audit_logs:read"},
 }
+
+// MaxScopesPerKey bounds the scopes array of a key creation request. It is
+// the number of scopes that exist: a longer list must repeat one.
+var MaxScopesPerKey = len(names)
 
 // All holds every scope.
 var All = func() Set {

@@ -77,14 +77,6 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	master, err := LoadOrCreateMasterKey(cfg)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := auth.DeriveKeys(master)
-	if err != nil {
-		return nil, err
-	}
 	m := metrics.New()
 	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{
 		ApplySeconds: m.JournalApply, SyncSeconds: m.JournalSync,
@@ -97,9 +89,11 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if ok, err := actors.Initialized(store); err != nil {
+	keys, initialized, err := OpenKeys(cfg, store)
+	if err != nil {
 		return fail(err)
-	} else if !ok {
+	}
+	if !initialized {
 		res, err := actors.Bootstrap(store, keys, clk, BillingFromConfig(cfg))
 		if err != nil {
 			return fail(err)
@@ -217,9 +211,35 @@ func BillingFromConfig(cfg *config.Config) actors.Billing {
 	}
 }
 
-// LoadOrCreateMasterKey returns the configured master secret, or the one in
-// <data-dir>/master.key, creating it (0600) on first start.
-func LoadOrCreateMasterKey(cfg *config.Config) ([]byte, error) {
+// OpenKeys returns the keys derived from the master secret and whether the
+// store is already initialised. The master key file is created only for a
+// store that is not initialised yet; for an initialised one a missing key
+// file, or a key that does not match the one the store was initialised with,
+// is an error, never a silent new key (every API key would stop working).
+func OpenKeys(cfg *config.Config, store *persistence.Store) (auth.Keys, bool, error) {
+	initialized, err := actors.Initialized(store)
+	if err != nil {
+		return auth.Keys{}, false, err
+	}
+	master, err := loadMasterKey(cfg, !initialized)
+	if err != nil {
+		return auth.Keys{}, initialized, err
+	}
+	keys, err := auth.DeriveKeys(master)
+	if err != nil {
+		return auth.Keys{}, initialized, err
+	}
+	if initialized {
+		if err := actors.CheckMasterKey(store, keys); err != nil {
+			return auth.Keys{}, initialized, err
+		}
+	}
+	return keys, initialized, nil
+}
+
+// loadMasterKey returns the configured master secret, or the one in
+// <data-dir>/master.key, creating it (0600) when create is set.
+func loadMasterKey(cfg *config.Config, create bool) ([]byte, error) {
 	if cfg.MasterKey != "" {
 		k, err := hex.DecodeString(cfg.MasterKey)
 		if err != nil || len(k) < masterKeyBytes {
@@ -238,6 +258,9 @@ func LoadOrCreateMasterKey(cfg *config.Config) ([]byte, error) {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	}
+	if !create {
+		return nil, fmt.Errorf("%s is missing but the data directory is initialised: restore the key file (or set RTCD_MASTER_KEY); a new key would invalidate every API key and token", path)
 	}
 	k := make([]byte, masterKeyBytes)
 	if _, err := rand.Read(k); err != nil {

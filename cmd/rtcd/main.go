@@ -18,7 +18,6 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors"
-	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
 	"rtcd/persistence"
@@ -74,14 +73,6 @@ func runInit(args []string) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
-	master, err := server.LoadOrCreateMasterKey(cfg)
-	if err != nil {
-		return err
-	}
-	keys, err := auth.DeriveKeys(master)
-	if err != nil {
-		return err
-	}
 	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{}, func(err error) {
 		fmt.Fprintln(os.Stderr, "rtcd:", err)
 		os.Exit(1)
@@ -90,6 +81,17 @@ func runInit(args []string) error {
 		return err
 	}
 	defer store.Close()
+	// Refuse before touching the master key: an initialised directory keeps
+	// the key it was initialised with.
+	if ok, err := actors.Initialized(store); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
+	}
+	keys, _, err := server.OpenKeys(cfg, store)
+	if err != nil {
+		return err
+	}
 	res, err := actors.Bootstrap(store, keys, clock.Real{}, server.BillingFromConfig(cfg))
 	if errors.Is(err, actors.ErrAlreadyInitialized) {
 		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
