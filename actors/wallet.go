@@ -443,7 +443,15 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 	now := a.e.clock.Now()
 	var eventType string
 	switch {
-	case t.Status == PaymentPending && u.Status == PaymentSucceeded:
+	case u.Status == PaymentSucceeded && u.Amount != 0 && u.Amount != t.Amount:
+		// Never credit an amount other than the one the top-up asked for.
+		_ = b.Close()
+		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
+			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
+		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))})
+		return
+	// A success after the local expiry still credits: the money was taken.
+	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
 		a.addLedgerEntry(b, LedgerTopup, t.Amount, "top-up "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentSucceeded, ReceiptURL: u.ReceiptURL, At: now}})
 		eventType = EventPaymentSucceeded

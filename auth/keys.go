@@ -20,6 +20,7 @@ const (
 	labelParticipantToken = "rtcd/participant-token/v1"
 	labelMediaToken       = "rtcd/media-token/v1"
 	labelIdempotency      = "rtcd/idempotency/v1"
+	labelPaymentsSandbox  = "rtcd/payments-sandbox/v1"
 )
 
 // ErrMasterKeyTooShort is returned by DeriveKeys when the master secret is
@@ -36,6 +37,7 @@ type Keys struct {
 	participantToken [32]byte
 	mediaToken       [32]byte
 	idempotency      [32]byte
+	paymentsSandbox  [32]byte
 }
 
 // DeriveKeys derives all subkeys from master. master must be at least
@@ -50,6 +52,7 @@ func DeriveKeys(master []byte) (Keys, error) {
 		participantToken: deriveSubkey(master, labelParticipantToken),
 		mediaToken:       deriveSubkey(master, labelMediaToken),
 		idempotency:      deriveSubkey(master, labelIdempotency),
+		paymentsSandbox:  deriveSubkey(master, labelPaymentsSandbox),
 	}, nil
 }
 
@@ -59,6 +62,10 @@ func deriveSubkey(master []byte, label string) [32]byte {
 
 // Idempotency returns the subkey used to key idempotency records.
 func (k Keys) Idempotency() [32]byte { return k.idempotency }
+
+// PaymentsSandbox returns the key the sandbox payment provider signs its
+// checkout links and callbacks with.
+func (k Keys) PaymentsSandbox() [32]byte { return k.paymentsSandbox }
 
 // MediaToken returns the media token subkey. It exists so the media node can
 // be provisioned with only this key (see NewMediaVerifier) instead of the

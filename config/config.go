@@ -97,7 +97,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "bootstrap-credit", Default: "10.00", Help: "opening credit of the first workspace created by rtcd init or the first start", str: &c.BootstrapCredit},
 		{Name: "settle-interval-seconds", Default: "60", Help: "how often running sessions are charged to the wallet", num: &c.SettleIntervalSeconds},
 		{Name: "topup-expiry-seconds", Default: "3600", Help: "an unpaid top-up expires after this many seconds", num: &c.TopupExpirySeconds},
-		{Name: "public-url", Default: "http://127.0.0.1:8080", Help: "origin of the API as payers' browsers reach it (sandbox checkout page, provider return pages)", str: &c.PublicURL},
+		{Name: "public-url", Default: "", Help: "origin of the API as payers' browsers reach it (sandbox checkout page, provider return pages); empty: http://<listen address>", str: &c.PublicURL},
 		{Name: "payment-provider", Default: "sandbox", Help: "sandbox (built-in checkout page) or stripe", str: &c.PaymentProvider},
 		{Name: "stripe-secret-key", Default: "", Help: "Stripe secret key (payment-provider=stripe)", str: &c.StripeSecretKey},
 		{Name: "stripe-webhook-secret", Default: "", Help: "Stripe webhook signing secret whsec_… (payment-provider=stripe)", str: &c.StripeWebhookSecret},
@@ -208,7 +208,7 @@ func (c *Config) Validate() error {
 	if c.TopupExpirySeconds < 60 {
 		return fmt.Errorf("--topup-expiry-seconds must be at least 60")
 	}
-	if !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
 		return fmt.Errorf("--public-url=%q: want an http:// or https:// origin", c.PublicURL)
 	}
 	switch c.PaymentProvider {
@@ -216,6 +216,9 @@ func (c *Config) Validate() error {
 	case "stripe":
 		if c.StripeSecretKey == "" || c.StripeWebhookSecret == "" {
 			return fmt.Errorf("--payment-provider=stripe needs --stripe-secret-key and --stripe-webhook-secret")
+		}
+		if c.TopupExpirySeconds < 1800 || c.TopupExpirySeconds > 86400 {
+			return fmt.Errorf("--topup-expiry-seconds must be 1800 to 86400 with Stripe (its Checkout Sessions expire within that window)")
 		}
 	default:
 		return fmt.Errorf("--payment-provider=%q: want sandbox or stripe", c.PaymentProvider)

@@ -83,7 +83,7 @@ func TestDefaults(t *testing.T) {
 		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
-		"public-url": "http://127.0.0.1:8080", "payment-provider": "sandbox", "stripe-secret-key": "",
+		"public-url": "", "payment-provider": "sandbox", "stripe-secret-key": "",
 		"stripe-webhook-secret": "", "stripe-api-base": "",
 		"default-max-active-rooms": 1000, "default-max-active-participants": 10000,
 		"default-max-participants-per-room": 100, "default-room-creates-per-minute": 600,

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,9 +33,20 @@ const (
 	fasthttpConcurrency = 2 * MaxConcurrentRequests
 	// MaxRequestIDBytes bounds a caller-supplied X-Request-Id.
 	MaxRequestIDBytes = 64
-	readTimeout       = 30 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 120 * time.Second
+	// MaxRequestHeaderBytes bounds the request head (request line and every
+	// header, as sent); it is fasthttp's read buffer, which must hold the
+	// whole head. A larger head is answered 431 in the envelope.
+	MaxRequestHeaderBytes = 16 * 1024
+	// MaxRequestTargetBytes bounds the request target (path and query);
+	// longer is 414.
+	MaxRequestTargetBytes = 8 * 1024
+	// MaxHeaderFieldBytes bounds one header line (name, colon, value);
+	// longer is 431. Like nginx's and Apache's 8 KiB per line, within the
+	// 16 KiB of the whole head.
+	MaxHeaderFieldBytes = 8 * 1024
+	readTimeout         = 30 * time.Second
+	writeTimeout        = 30 * time.Second
+	idleTimeout         = 120 * time.Second
 )
 
 // Server is the API's HTTP front.
@@ -59,7 +71,7 @@ type SystemInfo struct {
 }
 
 // New builds the router over engine.
-func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForwardedFor bool) *Server {
+func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForwardedFor bool, pay Payments) *Server {
 	s := &Server{
 		engine: engine, metrics: m, router: router.New(), trustForwardedFor: trustForwardedFor,
 		serverInfo: SystemInfo{Object: "system_info", Service: "rtcd", APIVersion: "v0.1", Version: version, Region: engine.Region()},
@@ -81,6 +93,7 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 		rc.fail(apierr.New(apierr.Internal, "internal error"))
 	}
 	s.routes()
+	s.billingRoutes(pay)
 	return s
 }
 
@@ -95,6 +108,7 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 		Handler:                       s.Handler(),
 		Name:                          "rtcd",
 		MaxRequestBodySize:            MaxRequestBodyBytes,
+		ReadBufferSize:                MaxRequestHeaderBytes,
 		Concurrency:                   fasthttpConcurrency,
 		ReadTimeout:                   readTimeout,
 		WriteTimeout:                  writeTimeout,
@@ -105,10 +119,16 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
 			ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+			var smallBuffer *fasthttp.ErrSmallBuffer
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 				drainRefusedBody(ctx)
 				rc.fail(apierr.New(apierr.InvalidRequest, "request body exceeds %d bytes", MaxRequestBodyBytes).
 					WithDetails("limit_bytes", MaxRequestBodyBytes).WithStatus(413))
+			} else if errors.As(err, &smallBuffer) || errors.Is(err, fasthttp.ErrSmallReadBuffer) {
+				// The head did not fit the read buffer (MaxRequestHeaderBytes).
+				drainRefusedBody(ctx)
+				rc.fail(apierr.New(apierr.InvalidRequest, "the request line and headers exceed %d bytes", MaxRequestHeaderBytes).
+					WithDetails("limit_bytes", MaxRequestHeaderBytes).WithStatus(431))
 			} else {
 				rc.fail(apierr.New(apierr.InvalidRequest, "malformed HTTP request"))
 			}
@@ -128,9 +148,9 @@ const (
 )
 
 // drainRefusedBody reads and discards what the client is still sending of a
-// body refused as too large, before the 413 is written and the connection
-// closed. Closing a socket with unread data makes the kernel reset the
-// connection, and the reset can destroy the 413 before the client reads it.
+// body (or head) refused as too large, before the 413 (431) is written and
+// the connection closed. Closing a socket with unread data makes the kernel
+// reset the connection, and the reset can destroy the 413 before the client reads it.
 // Bounded: at most drainMaxBytes within drainMaxWait, stopping once the
 // client pauses for drainIdleGap; a declared body larger than drainMaxBytes
 // is not drained at all.
@@ -178,17 +198,58 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		start := time.Now()
 		rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
 		ctx.Response.Header.Set("X-Request-Id", rc.requestID)
-		if n := s.inFlight.Add(1); n > MaxConcurrentRequests {
+		n := s.inFlight.Add(1)
+		defer s.finish(rc, route, start) // also when h panics
+		switch {
+		case n > MaxConcurrentRequests:
 			rc.ctx.Response.Header.Set("Retry-After", "1")
 			rc.fail(apierr.New(apierr.ServiceUnavailable, "the server is at its limit of %d requests in flight; retry shortly", MaxConcurrentRequests))
-		} else if s.authorize(rc, mode, required) {
+		case len(ctx.Request.Header.RequestURI()) > MaxRequestTargetBytes:
+			rc.fail(apierr.New(apierr.InvalidRequest, "the request target exceeds %d bytes", MaxRequestTargetBytes).
+				WithDetails("limit_bytes", MaxRequestTargetBytes).WithStatus(414))
+		case longestLine(ctx.Request.Header.RawHeaders()) > MaxHeaderFieldBytes:
+			rc.fail(apierr.New(apierr.InvalidRequest, "a request header exceeds %d bytes", MaxHeaderFieldBytes).
+				WithDetails("limit_bytes", MaxHeaderFieldBytes).WithStatus(431))
+		case s.authorize(rc, mode, required):
 			h(rc)
 		}
-		s.inFlight.Add(-1)
-		if s.metrics != nil {
-			s.metrics.ObserveHTTP(route, ctx.Method(), ctx.Response.StatusCode(), time.Since(start).Seconds())
-		}
 	}
+}
+
+// finish ends a request wrap started: it answers a panic of the handler with
+// a 500 in the envelope, frees the request's in-flight slot and records the
+// metrics with the status actually sent. It is deferred, so it runs however
+// the handler returns.
+func (s *Server) finish(rc *reqCtx, route string, start time.Time) {
+	if v := recover(); v != nil {
+		slog.Error("handler panic", "panic", fmt.Sprint(v), "path", string(rc.ctx.Path()), "request_id", rc.requestID)
+		rc.ctx.Response.Reset()
+		rc.ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+		rc.fail(apierr.New(apierr.Internal, "internal error"))
+	}
+	s.inFlight.Add(-1)
+	if s.metrics != nil {
+		s.metrics.ObserveHTTP(route, rc.ctx.Method(), rc.ctx.Response.StatusCode(), time.Since(start).Seconds())
+	}
+}
+
+// longestLine is the length of the longest line of a raw header block,
+// without its line ending.
+func longestLine(b []byte) int {
+	longest := 0
+	for len(b) > 0 {
+		n := bytes.IndexByte(b, '\n')
+		if n < 0 {
+			n = len(b)
+		}
+		l := n
+		if l > 0 && b[l-1] == '\r' {
+			l--
+		}
+		longest = max(longest, l)
+		b = b[min(n+1, len(b)):]
+	}
+	return longest
 }
 
 // authorize authenticates the bearer credential and checks scopes.
@@ -197,8 +258,9 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 		return true
 	}
 	authz := rc.ctx.Request.Header.Peek("Authorization")
+	// The scheme is case-insensitive (RFC 9110 section 11.1): "bearer" works.
 	const bearer = "Bearer "
-	if len(authz) <= len(bearer) || string(authz[:len(bearer)]) != bearer {
+	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)-1], []byte(bearer[:len(bearer)-1])) || authz[len(bearer)-1] != ' ' {
 		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd"`)
 		rc.fail(apierr.New(apierr.AuthenticationFailed, "send an API key as Authorization: Bearer sk_live_…"))
 		return false

@@ -29,6 +29,7 @@ import (
 	api "rtcd/http"
 	"rtcd/metrics"
 	"rtcd/money"
+	"rtcd/payments"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -138,7 +139,23 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.engine = engine
 
-	s.api = api.New(engine, m, Version, cfg.TrustForwardedFor).NewFastHTTPServer()
+	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {
+		engine.Stop()
+		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
+	}
+	if s.metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+		_ = s.apiLn.Close()
+		engine.Stop()
+		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
+	}
+	pay, err := newPayments(cfg, keys, clk, "http://"+s.apiLn.Addr().String())
+	if err != nil {
+		_ = s.apiLn.Close()
+		_ = s.metricsLn.Close()
+		engine.Stop()
+		return fail(err)
+	}
+	s.api = api.New(engine, m, Version, cfg.TrustForwardedFor, pay).NewFastHTTPServer()
 	metricsHandler := m.Handler()
 	s.metricsSrv = &fasthttp.Server{
 		Name:        "rtcd-metrics",
@@ -154,15 +171,6 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 				ctx.SetStatusCode(404)
 			}
 		},
-	}
-	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {
-		engine.Stop()
-		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
-	}
-	if s.metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-		_ = s.apiLn.Close()
-		engine.Stop()
-		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
 	}
 	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
@@ -190,6 +198,40 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// newPayments builds the configured payment provider. apiOrigin is the API
+// listener's own address: the sandbox posts its signed callbacks there, and
+// it is the public origin when --public-url is empty.
+func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin string) (api.Payments, error) {
+	public := cfg.PublicURL
+	if public == "" {
+		public = apiOrigin
+	}
+	public = strings.TrimRight(public, "/")
+	pay := api.Payments{Now: clk.Now}
+	switch cfg.PaymentProvider {
+	case payments.ProviderStripe:
+		st, err := payments.NewStripe(payments.StripeConfig{
+			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIBaseURL: cfg.StripeAPIBase,
+			SuccessURL: public + "/v1/billing/topups/" + payments.PaymentIDPlaceholder,
+			CancelURL:  public + "/v1/billing/topups/" + payments.PaymentIDPlaceholder,
+		})
+		if err != nil {
+			return pay, fmt.Errorf("stripe: %w", err)
+		}
+		pay.Provider = st
+	default:
+		sb, err := payments.NewSandbox(payments.SandboxConfig{
+			PublicBaseURL: public, Secret: keys.PaymentsSandbox(),
+			CallbackURL: apiOrigin + "/v1/billing/providers/" + payments.ProviderSandbox + "/webhook", Clock: clk,
+		})
+		if err != nil {
+			return pay, fmt.Errorf("sandbox payments: %w", err)
+		}
+		pay.Provider, pay.Sandbox = sb, sb
+	}
+	return pay, nil
 }
 
 // BillingFromConfig is the pricing and credit policy of cfg (validated by

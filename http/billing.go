@@ -1,0 +1,111 @@
+package http
+
+import (
+	"context"
+	nethttp "net/http"
+	"time"
+
+	"rtcd/actors"
+	"rtcd/apierr"
+	"rtcd/money"
+	"rtcd/payments"
+	sc "rtcd/scopes"
+)
+
+// Payments is the payment provider the billing routes use; Sandbox is set
+// only when the provider is the embedded sandbox (it serves its pages).
+type Payments struct {
+	Provider payments.Provider
+	Sandbox  *payments.Sandbox
+	// Now is the clock callbacks are verified against.
+	Now func() time.Time
+}
+
+// providerCallTimeout bounds a call to the payment provider made while a
+// request waits (checkout creation, receipt lookup).
+const providerCallTimeout = 15 * time.Second
+
+// billingRoutes registers top-up creation, provider callbacks and the
+// sandbox's checkout and receipt pages.
+func (s *Server) billingRoutes(p Payments) {
+	r, e := s.router, s.engine
+	checkout := func(ctx context.Context, paymentID, accountID string, amount money.Micros, currency, method string, expiresAt time.Time) (actors.Checkout, error) {
+		co, err := p.Provider.CreateCheckout(ctx, payments.CheckoutRequest{
+			PaymentID: paymentID, AccountID: accountID, Amount: amount, Currency: currency,
+			Method: payments.Method(method), ExpiresAt: expiresAt,
+		})
+		return actors.Checkout{Provider: p.Provider.Name(), ProviderRef: co.ProviderRef, AuthorizeURL: co.AuthorizeURL}, err
+	}
+	r.POST("/v1/billing/topups", s.wrap("/v1/billing/topups", apiKey, func(rc *reqCtx) {
+		var params actors.TopupParams
+		if err := rc.decode(&params, false); err != nil {
+			rc.fail(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), providerCallTimeout)
+		defer cancel()
+		rc.respond(e.CreateTopup(ctx, rc.caller, &params, checkout))
+	}, sc.BillingWrite))
+
+	// Provider callbacks authenticate by the provider's signature, not by
+	// an API key. Every verified callback is answered 200 (so the provider
+	// stops retrying); a bad signature 400.
+	const webhook = "/v1/billing/providers/{provider}/webhook"
+	r.POST(webhook, s.wrap(webhook, noAuth, func(rc *reqCtx) {
+		if rc.param("provider") != p.Provider.Name() {
+			rc.fail(apierr.New(apierr.InvalidRequest, "no payment provider %q is configured", rc.param("provider")).WithStatus(404))
+			return
+		}
+		header := nethttp.Header{}
+		rc.ctx.Request.Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
+		events, err := p.Provider.ParseCallback(header, rc.ctx.PostBody(), p.Now())
+		if err != nil {
+			rc.fail(apierr.New(apierr.InvalidRequest, "the callback's signature or body did not verify"))
+			return
+		}
+		for _, ev := range events {
+			u := actors.PaymentUpdate{
+				ProviderEventID: ev.ProviderEventID, PaymentID: ev.PaymentID, Status: string(ev.Type),
+				Amount: int64(ev.Amount), ReceiptURL: ev.ReceiptURL, At: ev.At,
+			}
+			if f, ok := p.Provider.(payments.ReceiptFetcher); ok && ev.Type == payments.EventSucceeded && u.ReceiptURL == "" {
+				ctx, cancel := context.WithTimeout(context.Background(), providerCallTimeout)
+				u.ReceiptURL, _ = f.FetchReceiptURL(ctx, ev.ProviderRef) // a receipt link is best effort
+				cancel()
+			}
+			if aerr := e.ApplyPayment(u); aerr != nil && aerr.Code != apierr.InvalidRequest {
+				rc.fail(aerr) // not applied: a non-2xx makes the provider retry
+				return
+			}
+		}
+		rc.ok(200, []byte(`{"received":true}`))
+	}))
+
+	if p.Sandbox == nil {
+		return
+	}
+	page := func(rc *reqCtx, html []byte, status int) {
+		rc.ctx.SetStatusCode(status)
+		rc.ctx.SetContentType(payments.PageContentType)
+		rc.ctx.Response.Header.Set("Content-Security-Policy", payments.PageContentSecurityPolicy)
+		rc.ctx.Response.Header.Set("Cache-Control", payments.PageCacheControl)
+		rc.ctx.SetBody(html)
+	}
+	const checkoutPage = payments.SandboxCheckoutPath + "{payment_id}"
+	r.GET(checkoutPage, s.wrap(checkoutPage, noAuth, func(rc *reqCtx) {
+		html, status := p.Sandbox.CheckoutPage(rc.param("payment_id"), string(rc.ctx.QueryArgs().Peek("t")))
+		page(rc, html, status)
+	}))
+	r.POST(checkoutPage, s.wrap(checkoutPage, noAuth, func(rc *reqCtx) {
+		ctx, cancel := context.WithTimeout(context.Background(), providerCallTimeout)
+		defer cancel()
+		html, status := p.Sandbox.Complete(ctx, rc.param("payment_id"), string(rc.ctx.QueryArgs().Peek("t")),
+			string(rc.ctx.PostArgs().Peek("outcome")))
+		page(rc, html, status)
+	}))
+	const receiptPage = payments.SandboxReceiptPath + "{payment_id}"
+	r.GET(receiptPage, s.wrap(receiptPage, noAuth, func(rc *reqCtx) {
+		html, status := p.Sandbox.ReceiptPage(rc.param("payment_id"), string(rc.ctx.QueryArgs().Peek("t")))
+		page(rc, html, status)
+	}))
+}
