@@ -105,12 +105,21 @@ func checkSeconds(field string, v *int, minSeconds, maxSeconds, defaultSeconds i
 
 // checkMetadata accepts an absent or null metadata, or a JSON object of at
 // most MaxMetadataBytes. It returns the value to store (nil for none).
+//
+// The HTTP layer has already checked the whole request body strictly
+// (http/strictjson.go: UTF-8, no lone surrogate escapes, no duplicate keys,
+// finite numbers, nesting depth), so metadata from the API is I-JSON (RFC
+// 7493) that any client can decode. The UTF-8 check here is a second line
+// for other callers: compacting keeps invalid bytes as they are.
 func checkMetadata(m json.RawMessage) (json.RawMessage, *apierr.Error) {
 	if len(m) == 0 || string(m) == "null" {
 		return nil, nil
 	}
 	if len(m) > MaxMetadataBytes {
 		return nil, apierr.Invalid("metadata", "metadata must be at most %d bytes of JSON", MaxMetadataBytes)
+	}
+	if !utf8.Valid(m) {
+		return nil, apierr.Invalid("metadata", "metadata must be valid UTF-8")
 	}
 	compact, err := compactJSON(m)
 	if err != nil || len(compact) == 0 || compact[0] != '{' {

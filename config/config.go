@@ -80,7 +80,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
 		{Name: "media-listen", Default: "127.0.0.1:8081", Help: "HOST:PORT of the built-in reference media node (empty: do not run one)", str: &c.MediaListen},
-		{Name: "media-url", Default: "ws://127.0.0.1:8081/rtc", Help: "media endpoint returned by POST /v1/connect (ws:// or wss://); behind TLS set a wss:// address", str: &c.MediaURL},
+		{Name: "media-url", Default: "", Help: "media endpoint returned by POST /v1/connect; empty: ws://<media-listen address>/rtc of the built-in node; behind TLS set a wss:// address", str: &c.MediaURL},
 		{Name: "master-key", Default: "", Help: "hex master secret (at least 32 bytes); empty: <data-dir>/master.key, created on first start", str: &c.MasterKey},
 		{Name: "default-max-active-rooms", Default: "1000", Help: "max_active_rooms of projects without limits of their own", num: &c.DefaultMaxActiveRooms},
 		{Name: "default-max-active-participants", Default: "10000", Help: "max_active_participants of projects without limits of their own", num: &c.DefaultMaxActiveParticipants},

@@ -79,7 +79,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := map[string]any{
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
-		"region": "global", "media-url": "ws://127.0.0.1:8081/rtc", "master-key": "",
+		"region": "global", "media-url": "", "master-key": "",
 		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
@@ -160,7 +160,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_MINIMUM_CREDIT_TO_START":                "0.50",
 		"RTCD_BOOTSTRAP_CREDIT":                       "0",
 		"RTCD_SETTLE_INTERVAL_SECONDS":                "5",
-		"RTCD_TOPUP_EXPIRY_SECONDS":                   "600",
+		"RTCD_TOPUP_EXPIRY_SECONDS":                   "1800",
 		"RTCD_PUBLIC_URL":                             "https://rtc.example.com",
 		"RTCD_PAYMENT_PROVIDER":                       "stripe",
 		"RTCD_STRIPE_SECRET_KEY":                      "sk_test_x",
@@ -179,7 +179,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		TrustForwardedFor: true, LogLevel: "debug",
 		MediaListen: "127.0.0.1:7000", BillingEnabled: false, Currency: "EUR", ParticipantMinutePrice: "0.001500",
 		LowCreditThreshold: "3.00", MinimumCreditToStart: "0.50", BootstrapCredit: "0", SettleIntervalSeconds: 5,
-		TopupExpirySeconds: 600, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
+		TopupExpirySeconds: 1800, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
 		StripeSecretKey: "sk_test_x", StripeWebhookSecret: "whsec_x", StripeAPIBase: "http://127.0.0.1:12111",
 	}
 	if *c != want {

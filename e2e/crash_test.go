@@ -164,7 +164,7 @@ func binLaunch(t *testing.T, bin, dataDir string, flags ...string) *binProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--log-level", "info"}, flags...)
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--media-listen", "127.0.0.1:0", "--log-level", "info"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

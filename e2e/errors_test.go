@@ -420,7 +420,7 @@ func TestErrorAuthenticationFailed(t *testing.T) {
 		{"absent", ""},
 		{"empty", "Authorization: "},
 		{"basic", "Authorization: Basic " + k},
-		{"lowercase bearer", "Authorization: bearer " + k},
+		{"lowercase bearer, bad key", "Authorization: bearer " + k + "A"}, // the scheme is case-insensitive (RFC 9110); see TestStrictAuthorizationScheme
 		{"bearer only", "Authorization: Bearer"},
 		{"bearer space", "Authorization: Bearer "},
 		{"no scheme", "Authorization: " + k},

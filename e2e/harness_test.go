@@ -29,6 +29,7 @@ type env struct {
 	dataDir string
 	Base    string // http://127.0.0.1:port
 	Metrics string // http://127.0.0.1:port of the metrics listener
+	Media   string // ws://127.0.0.1:port/rtc of the embedded media node
 	Boot    bootstrap
 	client  *http.Client
 	stop    func()
@@ -51,7 +52,8 @@ func start(t *testing.T, extraArgs ...string) *env {
 // startIn runs a server on dataDir with clk (nil: a new fake clock at testEpoch).
 func startIn(t *testing.T, dataDir string, clk *clock.Fake, extraArgs ...string) *env {
 	t.Helper()
-	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error"}, extraArgs...)
+	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--media-listen", "127.0.0.1:0", "--log-level", "error"}, extraArgs...)
 	cfg, err := config.Parse("test", args, func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -66,7 +68,7 @@ func startIn(t *testing.T, dataDir string, clk *clock.Fake, extraArgs ...string)
 	}
 	e := &env{
 		t: t, srv: srv, clock: clk, dataDir: dataDir,
-		Base: "http://" + srv.APIAddr(), Metrics: "http://" + srv.MetricsAddr(),
+		Base: "http://" + srv.APIAddr(), Metrics: "http://" + srv.MetricsAddr(), Media: "ws://" + srv.MediaAddr() + "/rtc",
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 	}
 	if out.Len() > 0 {

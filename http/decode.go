@@ -16,9 +16,11 @@ import (
 const jsonWhitespace = " \t\r\n"
 
 // decode reads the body as exactly one JSON object into v, strictly:
-// unknown fields, wrong types and trailing data are invalid_request. An
-// empty body counts as {} when emptyOK (every field of the request is
-// optional).
+// invalid JSON or UTF-8, lone surrogate escapes, duplicate keys, numbers
+// beyond float64, nesting deeper than MaxJSONDepth, keys that are not
+// exactly a field's json name (at every struct level), wrong types and
+// trailing data are invalid_request. An empty body counts as {} when emptyOK
+// (every field of the request is optional).
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 	body := bytes.Trim(rc.ctx.PostBody(), jsonWhitespace)
 	if len(body) == 0 {
@@ -29,6 +31,12 @@ func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 	}
 	if body[0] != '{' {
 		return apierr.New(apierr.InvalidRequest, "the request body must be a JSON object")
+	}
+	// The raw bytes are checked before decoding: the decoder would replace
+	// invalid UTF-8 and lone surrogates with U+FFFD, keep the last of
+	// duplicate keys and match field names case-insensitively.
+	if err := checkStrictJSON(body, schemaOf(v)); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -114,11 +122,15 @@ func (rc *reqCtx) limit() (int, *apierr.Error) {
 	return n, nil
 }
 
-// idempotency reads the Idempotency-Key header; nil when absent.
+// idempotency reads the Idempotency-Key header; nil when absent. The header
+// may appear once: of two keys, neither could be honored.
 func (rc *reqCtx) idempotency() (*actors.IdempotencyRequest, *apierr.Error) {
 	v := rc.ctx.Request.Header.Peek("Idempotency-Key")
 	if v == nil {
 		return nil, nil
+	}
+	if len(rc.ctx.Request.Header.PeekAll("Idempotency-Key")) > 1 {
+		return nil, apierr.Invalid("Idempotency-Key", "send at most one Idempotency-Key header")
 	}
 	if len(v) == 0 || len(v) > actors.MaxIdempotencyKeyBytes {
 		return nil, apierr.Invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to %d characters", actors.MaxIdempotencyKeyBytes)

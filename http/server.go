@@ -150,7 +150,8 @@ const (
 // drainRefusedBody reads and discards what the client is still sending of a
 // body (or head) refused as too large, before the 413 (431) is written and
 // the connection closed. Closing a socket with unread data makes the kernel
-// reset the connection, and the reset can destroy the 413 before the client reads it.
+// reset the connection, and the reset can destroy the answer before the
+// client reads it.
 // Bounded: at most drainMaxBytes within drainMaxWait, stopping once the
 // client pauses for drainIdleGap; a declared body larger than drainMaxBytes
 // is not drained at all.

@@ -27,6 +27,7 @@ import (
 	"rtcd/clock"
 	"rtcd/config"
 	api "rtcd/http"
+	"rtcd/media"
 	"rtcd/metrics"
 	"rtcd/money"
 	"rtcd/payments"
@@ -56,6 +57,7 @@ type Server struct {
 	engine      *actors.Engine
 	api         *fasthttp.Server
 	metricsSrv  *fasthttp.Server
+	media       *embeddedMedia // nil when --media-listen is empty
 	apiLn       net.Listener
 	metricsLn   net.Listener
 	serveErrors chan error
@@ -108,9 +110,21 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 			return fail(err)
 		}
 	}
+	// The built-in media node listens first, so the connect response can
+	// name its real address (the port may be chosen by the system).
+	var mediaLn net.Listener
+	mediaURL := cfg.MediaURL
+	if cfg.MediaListen != "" {
+		if mediaLn, err = net.Listen("tcp", cfg.MediaListen); err != nil {
+			return fail(fmt.Errorf("media listen %s: %w", cfg.MediaListen, err))
+		}
+		if mediaURL == "" {
+			mediaURL = "ws://" + mediaLn.Addr().String() + media.RTCPath
+		}
+	}
 	engine, err := actors.New(actors.Settings{
 		Region:   cfg.Region,
-		MediaURL: cfg.MediaURL,
+		MediaURL: mediaURL,
 		DefaultLimits: actors.Limits{
 			MaxActiveRooms:              cfg.DefaultMaxActiveRooms,
 			MaxActiveParticipants:       cfg.DefaultMaxActiveParticipants,
@@ -156,21 +170,28 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return fail(err)
 	}
 	s.api = api.New(engine, m, Version, cfg.TrustForwardedFor, pay).NewFastHTTPServer()
-	metricsHandler := m.Handler()
+	adminToken, err := LoadOrCreateAdminToken(cfg.DataDir)
+	if err != nil {
+		_ = s.apiLn.Close()
+		_ = s.metricsLn.Close()
+		engine.Stop()
+		return fail(err)
+	}
 	s.metricsSrv = &fasthttp.Server{
-		Name:        "rtcd-metrics",
-		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			switch string(ctx.Path()) {
-			case "/metrics":
-				metricsHandler(ctx)
-			case "/healthz":
-				ctx.SetContentType("text/plain")
-				ctx.SetBodyString("ok\n")
-			default:
-				ctx.SetStatusCode(404)
-			}
-		},
+		Name:               "rtcd-private",
+		ReadTimeout:        10 * time.Second,
+		WriteTimeout:       10 * time.Second,
+		MaxRequestBodySize: maxAdminBodyBytes,
+		Handler: privateHandler(engine, m.Handler(), adminToken,
+			mediaReportsHandler(engine, MediaReportKey(keys.MediaToken()), clk)),
+	}
+	if mediaLn != nil {
+		if s.media, err = startEmbeddedMedia(mediaLn, engine, keys, clk); err != nil {
+			_ = s.apiLn.Close()
+			_ = s.metricsLn.Close()
+			engine.Stop()
+			return fail(fmt.Errorf("media node: %w", err))
+		}
 	}
 	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
@@ -182,6 +203,14 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 // APIAddr is the API listener's address.
 func (s *Server) APIAddr() string { return s.apiLn.Addr().String() }
 
+// MediaAddr is the embedded media node's address ("" when none runs).
+func (s *Server) MediaAddr() string {
+	if s.media == nil {
+		return ""
+	}
+	return s.media.ln.Addr().String()
+}
+
 // MetricsAddr is the metrics listener's address.
 func (s *Server) MetricsAddr() string { return s.metricsLn.Addr().String() }
 
@@ -192,6 +221,9 @@ func (s *Server) Errors() <-chan error { return s.serveErrors }
 // stops the actors and closes Pebble cleanly.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.api.ShutdownWithContext(ctx)
+	if s.media != nil {
+		s.media.stop() // leaves reported while the engine still runs
+	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
 	s.engine.Stop()
 	if cerr := s.store.Close(); err == nil {

@@ -8,11 +8,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +37,8 @@ func main() {
 		err = runInit(os.Args[2:])
 	case "serve":
 		err = runServe(os.Args[2:])
+	case "billing":
+		err = runBilling(os.Args[2:])
 	case "version":
 		fmt.Println(server.Version)
 	case "-h", "--help", "help":
@@ -54,6 +58,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   rtcd init  --data-dir DIR   create a workspace, one project and an API key holding every scope
   rtcd serve [flags]          serve the API; rtcd serve -h lists every flag and its RTCD_ variable
+  rtcd billing adjust --account ID --amount -5.00 --reason TEXT [--data-dir DIR] [--metrics-listen ADDR]
+                              credit (positive) or debit (negative) a workspace's wallet on a running server
   rtcd version`)
 }
 
@@ -127,4 +133,44 @@ func runServe(args []string) error {
 	}
 	slog.Info("stopped cleanly")
 	return nil
+}
+
+// runBilling runs operator billing commands against a running server,
+// through its private listener and the data directory's admin token.
+func runBilling(args []string) error {
+	if len(args) == 0 || args[0] != "adjust" {
+		return fmt.Errorf("usage: rtcd billing adjust --account ID --amount DECIMAL --reason TEXT")
+	}
+	fs := flag.NewFlagSet("rtcd billing adjust", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", envOr("RTCD_DATA_DIR", "./data"), "data directory of the running server (for its admin token)")
+	private := fs.String("metrics-listen", envOr("RTCD_METRICS_LISTEN", "127.0.0.1:9100"), "the server's private listener")
+	account := fs.String("account", "", "workspace (account) id, acct_…")
+	amount := fs.String("amount", "", "signed decimal: positive credits, negative debits")
+	reason := fs.String("reason", "", "why (recorded in the ledger and the audit log)")
+	operator := fs.String("operator", envOr("USER", "operator"), "who runs the command (audit log)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *account == "" || *amount == "" || *reason == "" {
+		return fmt.Errorf("--account, --amount and --reason are required")
+	}
+	token, err := os.ReadFile(filepath.Join(*dataDir, "admin.token"))
+	if err != nil {
+		return fmt.Errorf("reading the admin token: %w", err)
+	}
+	out, err := server.AdjustBalance(*private, strings.TrimSpace(string(token)), server.AdjustRequest{
+		AccountID: *account, Amount: *amount, Reason: *reason, Operator: *operator,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

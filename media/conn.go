@@ -1,0 +1,183 @@
+package media
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"rtcd/auth"
+)
+
+// conn is one client socket. Two goroutines serve it: the reader (the HTTP
+// handler's goroutine, readLoop) and the writer (writeLoop), the only one
+// that writes to the socket. The hub talks to it through send and stop
+// only, and never touches the socket, so it can never block on a client.
+type conn struct {
+	ws *websocket.Conn // set before the goroutines start; used only by them
+
+	send       chan []byte   // messages for the writer; the hub's sends never block
+	stop       chan struct{} // closed by hub.terminate: write the final frames and close
+	readerDone chan struct{} // closed when readLoop returns
+	writerDone chan struct{} // closed when writeLoop returns
+
+	// The final frames, set by the hub before it closes stop and read by
+	// the writer only after stop is closed (the close orders the two).
+	finalMessage []byte // error message, or nil
+	closeCode    int    // close frame code
+	closeText    string // close frame reason (an error code, ≤ 123 bytes)
+
+	// Owned by the hub goroutine.
+	openedAt time.Time // registration time, for the join timeout
+	member   *member   // nil until joined, and again once replaced
+	ended    bool      // terminated: every later event about it is ignored
+	doomed   bool      // queued for a slow_consumer disconnect
+}
+
+func newConn() *conn {
+	return &conn{
+		send:       make(chan []byte, outboundQueueMessages),
+		stop:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+}
+
+// readLoop reads client messages until the socket fails or closes, checks
+// each one (token verification included: it is CPU only and keeps the hub
+// fast) and posts what it found to the hub.
+func (n *Node) readLoop(c *conn) {
+	defer close(c.readerDone)
+	c.ws.SetReadLimit(maxFrameBytes)
+	// Socket read deadlines run on real time, not on the node's clock: the
+	// runtime's network poller only knows the wall clock. The deadline is a
+	// backstop equal to the clock-driven timeout that CheckHeartbeats
+	// enforces: it frees a silent socket even if nothing calls
+	// CheckHeartbeats, and both paths end it the same way (join_timeout
+	// before the join, heartbeat_timeout after).
+	_ = c.ws.SetReadDeadline(time.Now().Add(time.Duration(n.cfg.JoinTimeoutSeconds) * time.Second))
+	heartbeatTimeout := time.Duration(n.cfg.HeartbeatTimeoutSeconds) * time.Second
+
+	joinSent := false
+	finished := false // after a leave or a refusal: read only until the close completes
+	for {
+		kind, data, err := c.ws.ReadMessage()
+		if err != nil {
+			why := readClosed
+			if isTimeout(err) {
+				why = readTimedOut
+			} else if errors.Is(err, websocket.ErrReadLimit) {
+				why = readTooBig
+			}
+			n.post(func(h *hub) { h.gone(c, why) })
+			return
+		}
+		if finished {
+			continue
+		}
+		msg, code, text := parseClientMessage(kind, data, joinSent)
+		if code == "" && msg.Type == typeJoin {
+			claims, err := n.cfg.Verifier.Verify(msg.MediaToken, n.cfg.Clock.Now())
+			switch {
+			case errors.Is(err, auth.ErrTokenExpired):
+				code, text = CodeTokenExpired, "the media token has expired; connect again for a new one"
+			case err != nil:
+				code, text = CodeTokenInvalid, "the media token is not valid"
+			default:
+				joinSent = true
+				n.post(func(h *hub) { h.join(c, claims) })
+			}
+		} else if code == "" {
+			finished = msg.Type == typeLeave
+			n.post(func(h *hub) { h.message(c, msg) })
+		}
+		if code != "" {
+			finished = true
+			n.post(func(h *hub) { h.refuse(c, code, text) })
+			continue
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(heartbeatTimeout))
+	}
+}
+
+// parseClientMessage checks one client frame. It returns the message, or an
+// error code (bad_message) and a text for the client. joinSent says whether
+// this socket has already sent its join.
+func parseClientMessage(kind int, data []byte, joinSent bool) (clientMessage, string, string) {
+	var msg clientMessage
+	if kind != websocket.TextMessage {
+		return msg, CodeBadMessage, "messages must be text frames"
+	}
+	data = bytes.TrimLeft(data, " \t\r\n") // JSON allows leading whitespace
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &msg) != nil {
+		return msg, CodeBadMessage, "a message must be a JSON object with the documented fields"
+	}
+	if !joinSent {
+		if msg.Type != typeJoin {
+			return msg, CodeBadMessage, "the first message must be join"
+		}
+		return msg, "", ""
+	}
+	switch msg.Type {
+	case typePing, typeLeave:
+		return msg, "", ""
+	case typeUpdate:
+		var compact bytes.Buffer
+		if len(msg.State) == 0 || msg.State[0] != '{' || json.Compact(&compact, msg.State) != nil {
+			return msg, CodeBadMessage, "update.state must be a JSON object"
+		}
+		if compact.Len() > maxStateBytes {
+			return msg, CodeBadMessage, "update.state is larger than 4096 bytes"
+		}
+		msg.State = compact.Bytes()
+		return msg, "", ""
+	case typeJoin:
+		return msg, CodeBadMessage, "already joined"
+	default:
+		return msg, CodeBadMessage, "unknown message type"
+	}
+}
+
+// writeLoop writes queued messages until the hub stops the connection or a
+// write fails, then writes the final frames and closes the socket, which
+// also ends readLoop.
+func (n *Node) writeLoop(c *conn) {
+	defer close(c.writerDone)
+	defer c.ws.Close()
+	for {
+		select {
+		case msg := <-c.send:
+			_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeoutSeconds * time.Second))
+			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+				// The socket is broken; closing it ends readLoop, which
+				// reports the connection gone.
+				return
+			}
+		case <-c.stop:
+			// Messages still queued are dropped: the connection is over.
+			deadline := time.Now().Add(writeTimeoutSeconds * time.Second)
+			if c.finalMessage != nil {
+				_ = c.ws.SetWriteDeadline(deadline)
+				_ = c.ws.WriteMessage(websocket.TextMessage, c.finalMessage)
+			}
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText), deadline)
+			// Let the client answer with its close frame (readLoop then
+			// ends) before the TCP connection goes, so the frames above are
+			// not lost to a reset.
+			wait := time.NewTimer(closeHandshakeTimeoutMillis * time.Millisecond)
+			defer wait.Stop()
+			select {
+			case <-c.readerDone:
+			case <-wait.C:
+			}
+			return
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

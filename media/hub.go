@@ -1,0 +1,472 @@
+package media
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"rtcd/auth"
+)
+
+// maxTombstones bounds the closed rooms and removed participants a node
+// remembers. When full, the oldest is forgotten first; at ~100 bytes each
+// this is a few megabytes at most.
+const maxTombstones = 65536
+
+// hub owns all of a node's state and is only ever touched by its own
+// goroutine (run). Every method below runs there, so none needs a lock, and
+// none may block: sends to clients are non-blocking and Reporter calls are
+// non-blocking by contract.
+//
+// Invariants:
+//   - a conn is in pending, or is the conn of exactly one member, or is
+//     ended; never two of these.
+//   - a room in rooms has at least one member.
+//   - reports happen before the client messages about the same change are
+//     queued, so whoever sees the message can rely on the report having
+//     been made.
+type hub struct {
+	n     *Node
+	cfg   NodeConfig
+	rooms map[string]*room
+
+	pending     map[*conn]struct{} // registered, not joined yet
+	connections int                // registered and not yet released
+	closed      bool               // shut down: registrations refused
+
+	tombstones tombstones
+	doomed     []*conn // slow consumers found while sending; see settle
+}
+
+type room struct {
+	id      string
+	members map[string]*member // by participant ID
+}
+
+type member struct {
+	c          *conn
+	claims     auth.MediaClaims
+	joinedAt   time.Time
+	lastSeenAt time.Time
+	state      json.RawMessage
+}
+
+func newHub(n *Node) *hub {
+	return &hub{
+		n:          n,
+		cfg:        n.cfg,
+		rooms:      make(map[string]*room),
+		pending:    make(map[*conn]struct{}),
+		tombstones: tombstones{at: make(map[string]time.Time)},
+	}
+}
+
+func (h *hub) run() {
+	defer close(h.n.hubDone)
+	for {
+		select {
+		case op := <-h.n.inbox:
+			op(h)
+			h.settle()
+		case <-h.n.quit:
+			return
+		}
+	}
+}
+
+func (h *hub) clockNow() time.Time { return h.cfg.Clock.Now() }
+
+// register admits a new socket as pending, unless the node is full or shut
+// down. An admitted socket is counted in n.conns until release.
+func (h *hub) register(c *conn) bool {
+	if h.closed || h.connections >= h.cfg.MaxConnections {
+		return false
+	}
+	h.connections++
+	h.n.conns.Add(1)
+	c.openedAt = h.clockNow()
+	h.pending[c] = struct{}{}
+	return true
+}
+
+// release forgets a socket whose goroutines have finished.
+func (h *hub) release(c *conn) {
+	h.connections--
+}
+
+// join admits a verified client to its room.
+func (h *hub) join(c *conn, claims auth.MediaClaims) {
+	if c.ended {
+		return // timed out (or the node shut down) while the token was checked
+	}
+	delete(h.pending, c)
+	now := h.clockNow()
+	if h.tombstones.has(roomTombstone(claims.RoomID)) {
+		h.terminate(c, CodeRoomClosed, "the room is closed")
+		return
+	}
+	if h.tombstones.has(participantTombstone(claims.RoomID, claims.ParticipantID)) {
+		h.terminate(c, CodeRemoved, "the participant was removed from the room")
+		return
+	}
+	r := h.rooms[claims.RoomID]
+	if r == nil {
+		r = &room{id: claims.RoomID, members: make(map[string]*member)}
+	}
+	m := r.members[claims.ParticipantID]
+	if m == nil && len(r.members) >= h.cfg.MaxParticipantsPerRoom {
+		h.terminate(c, CodeRoomFull, fmt.Sprintf("the room has %d participants on this node, its limit", h.cfg.MaxParticipantsPerRoom))
+		return
+	}
+	h.rooms[r.id] = r
+
+	if m != nil {
+		// The participant is already here on another socket: the newer one
+		// wins. The participant never left, so nobody is told and no leave
+		// is reported; a new media session is reported as a new join.
+		old := m.c
+		old.member = nil
+		h.terminate(old, CodeReplaced, "a newer connection of this participant replaced this one")
+		newSession := m.claims.SessionID != claims.SessionID
+		m.c, m.claims, m.lastSeenAt = c, claims, now
+		c.member = m
+		if newSession {
+			m.joinedAt = now
+			h.reportJoined(m)
+		}
+		h.enqueue(c, h.joinedMessage(r, m))
+		return
+	}
+
+	m = &member{c: c, claims: claims, joinedAt: now, lastSeenAt: now, state: emptyState}
+	r.members[claims.ParticipantID] = m
+	c.member = m
+	h.reportJoined(m)
+	h.enqueue(c, h.joinedMessage(r, m))
+	h.broadcast(r, m, encode(participantJoinedMessage{Type: typeParticipantJoined, Participant: m.view()}))
+}
+
+// message handles a joined client's ping, update or leave.
+func (h *hub) message(c *conn, msg clientMessage) {
+	m := c.member
+	if c.ended || m == nil {
+		return
+	}
+	m.lastSeenAt = h.clockNow() // any valid message proves the client alive
+	switch msg.Type {
+	case typePing:
+		h.enqueue(c, encode(pongMessage{Type: typePong, TS: msg.TS}))
+	case typeUpdate:
+		m.state = msg.State
+		h.broadcast(h.rooms[m.claims.RoomID], m, encode(participantUpdatedMessage{
+			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state}))
+	case typeLeave:
+		h.drop(m, ReasonLeft, "", "")
+	}
+}
+
+// refuse ends a socket whose client broke the protocol or sent a bad token.
+func (h *hub) refuse(c *conn, code, text string) {
+	if c.ended {
+		return
+	}
+	if c.member != nil {
+		h.drop(c.member, code, code, text) // only bad_message can happen after the join
+		return
+	}
+	h.terminate(c, code, text)
+}
+
+// readEnd is why a socket's reader stopped.
+type readEnd int
+
+const (
+	readClosed   readEnd = iota // the client closed the socket, or the network failed
+	readTimedOut                // the socket read deadline passed (see readLoop)
+	readTooBig                  // a frame exceeded maxFrameBytes; the WebSocket layer already sent close 1009
+)
+
+// gone handles a socket whose reader stopped.
+func (h *hub) gone(c *conn, why readEnd) {
+	if c.ended {
+		return
+	}
+	m := c.member
+	switch {
+	case m != nil && why == readTimedOut:
+		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
+	case m != nil && why == readTooBig:
+		h.drop(m, ReasonBadMessage, "", "")
+	case m != nil:
+		h.drop(m, ReasonDisconnected, "", "")
+	case why == readTimedOut:
+		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
+	default:
+		h.terminate(c, "", "")
+	}
+}
+
+// checkTimeouts drops silent members and pending sockets, and forgets old
+// tombstones, as of now.
+func (h *hub) checkTimeouts(now time.Time) {
+	joinTimeout := time.Duration(h.cfg.JoinTimeoutSeconds) * time.Second
+	heartbeatTimeout := time.Duration(h.cfg.HeartbeatTimeoutSeconds) * time.Second
+	var late []*conn
+	for c := range h.pending {
+		if now.Sub(c.openedAt) >= joinTimeout {
+			late = append(late, c)
+		}
+	}
+	for _, c := range late {
+		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
+	}
+	var silent []*member
+	for _, r := range h.rooms {
+		for _, m := range r.members {
+			if now.Sub(m.lastSeenAt) >= heartbeatTimeout {
+				silent = append(silent, m)
+			}
+		}
+	}
+	for _, m := range silent {
+		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
+	}
+	h.tombstones.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
+}
+
+func (h *hub) closeRoom(roomID, reason string, now time.Time) {
+	h.tombstones.add(roomTombstone(roomID), now)
+	r := h.rooms[roomID]
+	if r == nil {
+		return
+	}
+	text := "the room was closed"
+	if reason != "" {
+		text += ": " + reason
+	}
+	// Everyone goes, so nobody is told about the others leaving.
+	delete(h.rooms, roomID)
+	for _, m := range sortedMembers(r) {
+		h.reportLeft(m, ReasonRoomClosed, now)
+		h.terminate(m.c, CodeRoomClosed, text)
+	}
+}
+
+func (h *hub) removeParticipant(roomID, participantID string, now time.Time) {
+	h.tombstones.add(participantTombstone(roomID, participantID), now)
+	if r := h.rooms[roomID]; r != nil {
+		if m := r.members[participantID]; m != nil {
+			h.drop(m, ReasonRemoved, CodeRemoved, "the participant was removed from the room")
+		}
+	}
+}
+
+func (h *hub) presence(now time.Time) PresenceReport {
+	p := PresenceReport{NodeID: h.cfg.NodeID, At: now, Sessions: []SessionInfo{}}
+	for _, r := range h.rooms {
+		for _, m := range r.members {
+			p.Sessions = append(p.Sessions, SessionInfo{
+				SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID, RoomID: m.claims.RoomID,
+				ParticipantID: m.claims.ParticipantID, JoinedAt: m.joinedAt,
+			})
+		}
+	}
+	slices.SortFunc(p.Sessions, func(a, b SessionInfo) int {
+		if c := strings.Compare(a.RoomID, b.RoomID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ParticipantID, b.ParticipantID)
+	})
+	return p
+}
+
+// shutdown refuses new sockets and ends every existing one.
+func (h *hub) shutdown(now time.Time) {
+	h.closed = true
+	for c := range h.pending {
+		h.terminate(c, CodeNodeShutdown, "the media node is shutting down")
+	}
+	for id, r := range h.rooms {
+		delete(h.rooms, id)
+		for _, m := range sortedMembers(r) {
+			h.reportLeft(m, ReasonNodeShutdown, now)
+			h.terminate(m.c, CodeNodeShutdown, "the media node is shutting down")
+		}
+	}
+}
+
+// drop removes a member from its room: its leave is reported, the others
+// are told, and its socket is ended with code (or a normal close when code
+// is empty).
+func (h *hub) drop(m *member, reason, code, text string) {
+	r := h.rooms[m.claims.RoomID]
+	if r == nil || r.members[m.claims.ParticipantID] != m {
+		panic("media: dropping a member that is not in its room") // a bug: callers pass current members only
+	}
+	delete(r.members, m.claims.ParticipantID)
+	if len(r.members) == 0 {
+		delete(h.rooms, r.id)
+	}
+	h.reportLeft(m, reason, h.clockNow())
+	h.broadcast(r, m, encode(participantLeftMessage{Type: typeParticipantLeft, ParticipantID: m.claims.ParticipantID, Reason: reason}))
+	h.terminate(m.c, code, text)
+}
+
+// terminate ends a socket: the writer sends the error message for code and
+// the matching close frame (only a normal close frame when code is empty),
+// then closes it. It changes no room: callers handle membership.
+func (h *hub) terminate(c *conn, code, text string) {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	c.member = nil
+	delete(h.pending, c)
+	if code == "" {
+		c.closeCode = CloseNormal
+	} else {
+		c.finalMessage = encodeError(code, text)
+		c.closeCode, c.closeText = closeCodeOf(code), code
+	}
+	close(c.stop)
+}
+
+// enqueue queues msg for c without blocking. A full queue marks c as a slow
+// consumer, disconnected by settle once the current operation is done
+// (doing it here could change a room while a caller ranges over it).
+func (h *hub) enqueue(c *conn, msg []byte) {
+	if c.ended || c.doomed {
+		return
+	}
+	select {
+	case c.send <- msg:
+	default:
+		c.doomed = true
+		h.doomed = append(h.doomed, c)
+	}
+}
+
+// broadcast queues msg for every member of r except from.
+func (h *hub) broadcast(r *room, from *member, msg []byte) {
+	if r == nil {
+		return
+	}
+	for _, m := range r.members {
+		if m != from {
+			h.enqueue(m.c, msg)
+		}
+	}
+}
+
+// settle disconnects the slow consumers found by the last operation. Each
+// drop tells the rest of the room, which can find more; the loop ends
+// because every round removes a member.
+func (h *hub) settle() {
+	for len(h.doomed) > 0 {
+		c := h.doomed[0]
+		h.doomed = h.doomed[1:]
+		switch {
+		case c.ended:
+		case c.member != nil:
+			h.drop(c.member, ReasonSlowConsumer, CodeSlowConsumer, "too slow reading messages")
+		default:
+			h.terminate(c, CodeSlowConsumer, "too slow reading messages")
+		}
+	}
+	h.doomed = nil
+}
+
+func (h *hub) reportJoined(m *member) {
+	h.cfg.Reporter.Joined(JoinReport{
+		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
+		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: m.joinedAt,
+	})
+}
+
+func (h *hub) reportLeft(m *member, reason string, now time.Time) {
+	h.cfg.Reporter.Left(LeaveReport{
+		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
+		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: now, Reason: reason,
+	})
+}
+
+// joinedMessage is m's welcome: who it is and who else is in r, sorted by
+// participant ID.
+func (h *hub) joinedMessage(r *room, m *member) []byte {
+	others := make([]participantView, 0, len(r.members))
+	for _, o := range sortedMembers(r) {
+		if o != m {
+			others = append(others, o.view())
+		}
+	}
+	return encode(joinedMessage{
+		Type: typeJoined, Protocol: ProtocolVersion,
+		SessionID: m.claims.SessionID, RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, Role: m.claims.Role,
+		HeartbeatIntervalMS: int64(h.cfg.HeartbeatIntervalSeconds) * 1000,
+		HeartbeatTimeoutMS:  int64(h.cfg.HeartbeatTimeoutSeconds) * 1000,
+		Participants:        others,
+	})
+}
+
+func (m *member) view() participantView {
+	return participantView{ParticipantID: m.claims.ParticipantID, Role: m.claims.Role, State: m.state}
+}
+
+// sortedMembers returns r's members by participant ID, so messages and
+// reports come out in a deterministic order.
+func sortedMembers(r *room) []*member {
+	ms := make([]*member, 0, len(r.members))
+	for _, m := range r.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *member) int { return strings.Compare(a.claims.ParticipantID, b.claims.ParticipantID) })
+	return ms
+}
+
+// tombstones remembers closed rooms and removed participants for a while,
+// so that a media token issued before the command cannot rejoin. order is
+// oldest first and holds exactly the keys of at.
+type tombstones struct {
+	at    map[string]time.Time
+	order []tombstone
+}
+
+type tombstone struct {
+	key string
+	at  time.Time
+}
+
+func roomTombstone(roomID string) string { return "room\x00" + roomID }
+
+func participantTombstone(roomID, participantID string) string {
+	return "participant\x00" + roomID + "\x00" + participantID
+}
+
+func (t *tombstones) has(key string) bool {
+	_, ok := t.at[key]
+	return ok
+}
+
+// add remembers key from now on. A key already remembered keeps its first
+// time: a command is final, and the first time is the one that matters.
+func (t *tombstones) add(key string, now time.Time) {
+	if t.has(key) {
+		return
+	}
+	if len(t.order) >= maxTombstones {
+		delete(t.at, t.order[0].key)
+		t.order = t.order[1:]
+	}
+	t.at[key] = now
+	t.order = append(t.order, tombstone{key: key, at: now})
+}
+
+// prune forgets tombstones at least ttl old.
+func (t *tombstones) prune(now time.Time, ttl time.Duration) {
+	for len(t.order) > 0 && now.Sub(t.order[0].at) >= ttl {
+		delete(t.at, t.order[0].key)
+		t.order = t.order[1:]
+	}
+}

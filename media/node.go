@@ -1,0 +1,396 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"rtcd/auth"
+	"rtcd/clock"
+)
+
+// Defaults of NodeConfig, used where a field is zero.
+const (
+	// DefaultHeartbeatIntervalSeconds is how often clients are told to ping.
+	DefaultHeartbeatIntervalSeconds = 5
+	// DefaultHeartbeatTimeoutSeconds is how long a joined client may stay
+	// silent before it is dropped: three missed pings, so one lost or late
+	// ping never drops anybody.
+	DefaultHeartbeatTimeoutSeconds = 15
+	// DefaultJoinTimeoutSeconds is how long a new socket may take to send
+	// its join message.
+	DefaultJoinTimeoutSeconds = 5
+	// DefaultMaxParticipantsPerRoom bounds one room on one node.
+	DefaultMaxParticipantsPerRoom = 100
+	// DefaultMaxConnections bounds the sockets one node holds, joined or not.
+	DefaultMaxConnections = 10000
+	// DefaultTombstoneSeconds is how long a closed room or a removed
+	// participant is remembered, so a media token issued before the
+	// command cannot rejoin. It must exceed the control plane's media token
+	// lifetime (60 seconds by default).
+	DefaultTombstoneSeconds = 900
+	// DefaultPresenceIntervalSeconds is how often Run sends a presence
+	// snapshot. The control plane treats a node silent for 15 seconds as
+	// gone (actors.mediaPresenceTimeout), so this stays well below that.
+	DefaultPresenceIntervalSeconds = 5
+)
+
+// Upper limits of NodeConfig values, so a typo cannot configure a node
+// into unbounded memory or a frozen room.
+const (
+	maxConfigSeconds            = 3600
+	maxParticipantsPerRoomLimit = 500   // joined message ≤ 500 × ~4.3 KiB
+	maxConnectionsLimit         = 20000 // presence report ≤ MaxReportBodyBytes, see httpreporter.go
+	maxNodeIDBytes              = 64
+)
+
+// Internal bounds of the node.
+const (
+	// hubInboxOps bounds the operations queued for the hub goroutine. A
+	// connection reader blocks when it is full, which pushes back on that
+	// one client through TCP; the hub itself never blocks.
+	hubInboxOps = 1024
+	// outboundQueueMessages bounds the messages waiting to be written to
+	// one client. A client whose queue is full is too slow to keep up with
+	// its room and is disconnected (slow_consumer) rather than buffered
+	// without bound or allowed to stall the room.
+	outboundQueueMessages = 256
+	// writeTimeoutSeconds bounds one socket write, including the final
+	// error and close frames.
+	writeTimeoutSeconds = 10
+	// closeHandshakeTimeoutMillis bounds how long the node waits, after
+	// sending a close frame, for the client's close frame before it drops
+	// the TCP connection. Waiting lets the error and close frames reach the
+	// client before the socket is torn down.
+	closeHandshakeTimeoutMillis = 1000
+	// heartbeatCheckIntervalSeconds is how often Run calls CheckHeartbeats.
+	// A silent client is therefore dropped at most this much after its
+	// HeartbeatTimeoutSeconds have passed.
+	heartbeatCheckIntervalSeconds = 1
+	// httpReadHeaderTimeoutSeconds, httpReadTimeoutSeconds and
+	// httpIdleTimeoutSeconds are the HTTP server timeouts of Serve. The
+	// WebSocket upgrade clears them on the upgraded connection, whose
+	// liveness the join and heartbeat timeouts bound instead.
+	httpReadHeaderTimeoutSeconds = 10
+	httpReadTimeoutSeconds       = 10
+	httpIdleTimeoutSeconds       = 60
+	httpMaxHeaderBytes           = 16 * 1024
+	// shutdownTimeoutSeconds bounds Serve's graceful stop of the HTTP server.
+	shutdownTimeoutSeconds = 10
+)
+
+// NodeConfig configures a Node. Zero numeric fields take their Default.
+type NodeConfig struct {
+	// NodeID names the node in every report (at most 64 bytes).
+	NodeID string
+	// Verifier checks media tokens offline (auth.NewMediaVerifier).
+	Verifier auth.MediaVerifier
+	// Clock is the node's time for token expiry, join and heartbeat
+	// timeouts and report times; nil means clock.Real.
+	Clock clock.Clock
+	// Reporter receives joins and leaves (and presence snapshots when it
+	// implements PresenceReporter). Required; it must never block.
+	Reporter Reporter
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	HeartbeatIntervalSeconds int // default 5
+	HeartbeatTimeoutSeconds  int // default 15; at least twice the interval
+	JoinTimeoutSeconds       int // default 5
+	MaxParticipantsPerRoom   int // default 100, at most 500
+	MaxConnections           int // default 10000, at most 20000
+	TombstoneSeconds         int // default 900
+	PresenceIntervalSeconds  int // default 5
+}
+
+// withDefaults returns c with zero fields defaulted.
+func (c NodeConfig) withDefaults() NodeConfig {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.HeartbeatIntervalSeconds, DefaultHeartbeatIntervalSeconds)
+	def(&c.HeartbeatTimeoutSeconds, DefaultHeartbeatTimeoutSeconds)
+	def(&c.JoinTimeoutSeconds, DefaultJoinTimeoutSeconds)
+	def(&c.MaxParticipantsPerRoom, DefaultMaxParticipantsPerRoom)
+	def(&c.MaxConnections, DefaultMaxConnections)
+	def(&c.TombstoneSeconds, DefaultTombstoneSeconds)
+	def(&c.PresenceIntervalSeconds, DefaultPresenceIntervalSeconds)
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c NodeConfig) validate() error {
+	if c.NodeID == "" || len(c.NodeID) > maxNodeIDBytes {
+		return fmt.Errorf("media: NodeID must be 1 to %d bytes", maxNodeIDBytes)
+	}
+	if c.Reporter == nil {
+		return errors.New("media: Reporter is required")
+	}
+	seconds := []struct {
+		name  string
+		value int
+	}{
+		{"HeartbeatIntervalSeconds", c.HeartbeatIntervalSeconds},
+		{"HeartbeatTimeoutSeconds", c.HeartbeatTimeoutSeconds},
+		{"JoinTimeoutSeconds", c.JoinTimeoutSeconds},
+		{"TombstoneSeconds", c.TombstoneSeconds},
+		{"PresenceIntervalSeconds", c.PresenceIntervalSeconds},
+	}
+	for _, s := range seconds {
+		if s.value < 1 || s.value > maxConfigSeconds {
+			return fmt.Errorf("media: %s must be 1 to %d, got %d", s.name, maxConfigSeconds, s.value)
+		}
+	}
+	if c.HeartbeatTimeoutSeconds < 2*c.HeartbeatIntervalSeconds {
+		return fmt.Errorf("media: HeartbeatTimeoutSeconds (%d) must be at least twice HeartbeatIntervalSeconds (%d), so one late ping does not drop a client",
+			c.HeartbeatTimeoutSeconds, c.HeartbeatIntervalSeconds)
+	}
+	if c.MaxParticipantsPerRoom < 1 || c.MaxParticipantsPerRoom > maxParticipantsPerRoomLimit {
+		return fmt.Errorf("media: MaxParticipantsPerRoom must be 1 to %d, got %d", maxParticipantsPerRoomLimit, c.MaxParticipantsPerRoom)
+	}
+	if c.MaxConnections < 1 || c.MaxConnections > maxConnectionsLimit {
+		return fmt.Errorf("media: MaxConnections must be 1 to %d, got %d", maxConnectionsLimit, c.MaxConnections)
+	}
+	return nil
+}
+
+// Node is the reference media node. It is an http.Handler serving the
+// WebSocket protocol at RTCPath, and an Engine for the control plane.
+//
+// Its state lives in one hub goroutine started by NewNode; Close stops it.
+// Time-driven checks (join and heartbeat timeouts) run when CheckHeartbeats
+// is called: Run and Serve call it every second, tests call it after moving
+// a clock.Fake.
+type Node struct {
+	cfg      NodeConfig
+	upgrader websocket.Upgrader
+
+	inbox     chan func(*hub)
+	quit      chan struct{} // closed by Close once every connection is gone
+	hubDone   chan struct{} // closed when the hub goroutine has returned
+	conns     sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewNode validates cfg and starts a node.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg,
+		upgrader: websocket.Upgrader{
+			HandshakeTimeout: httpReadHeaderTimeoutSeconds * time.Second,
+			// Clients authenticate with the media token inside the socket,
+			// never with cookies, so a cross-origin page gains nothing by
+			// opening a socket: any origin may connect.
+			CheckOrigin: func(*http.Request) bool { return true },
+		},
+		inbox:   make(chan func(*hub), hubInboxOps),
+		quit:    make(chan struct{}),
+		hubDone: make(chan struct{}),
+	}
+	h := newHub(n)
+	go h.run()
+	return n, nil
+}
+
+// ServeHTTP upgrades a GET of RTCPath to a WebSocket and runs the protocol
+// on it until it closes. Anything else is 404 or 405.
+func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != RTCPath {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		http.Error(w, "this endpoint speaks WebSocket only", http.StatusUpgradeRequired)
+		return
+	}
+	c := newConn()
+	// Registered before the upgrade completes, so the join timeout runs from
+	// before the client can see the socket open (which also makes a test
+	// that dials and then checks timeouts deterministic).
+	admitted := false
+	if !n.do(func(h *hub) { admitted = h.register(c) }) || !admitted {
+		http.Error(w, "media node at capacity or shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer n.conns.Done() // register added this connection to n.conns
+	ws, err := n.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		// The upgrader has answered the request; forget the connection.
+		n.do(func(h *hub) { h.gone(c, readClosed); h.release(c) })
+		return
+	}
+	c.ws = ws
+	go n.writeLoop(c)
+	n.readLoop(c)
+	<-c.writerDone
+	n.do(func(h *hub) { h.release(c) })
+}
+
+// CheckHeartbeats drops every joined client silent for
+// HeartbeatTimeoutSeconds (error heartbeat_timeout, leave reason
+// "heartbeat_timeout") and every socket that has not joined within
+// JoinTimeoutSeconds (error join_timeout), by the node's clock. It also
+// forgets tombstones older than TombstoneSeconds. Run calls it every
+// second; it returns once the checks are done and their reports made.
+func (n *Node) CheckHeartbeats() {
+	n.do(func(h *hub) { h.checkTimeouts(n.cfg.Clock.Now()) })
+}
+
+// Presence returns a snapshot of every joined session on the node.
+func (n *Node) Presence() PresenceReport {
+	p := PresenceReport{NodeID: n.cfg.NodeID, At: n.cfg.Clock.Now(), Sessions: []SessionInfo{}}
+	n.do(func(h *hub) { p = h.presence(n.cfg.Clock.Now()) })
+	return p
+}
+
+// ReportPresence sends a Presence snapshot to the Reporter if it implements
+// PresenceReporter. Run calls it every PresenceIntervalSeconds.
+func (n *Node) ReportPresence() {
+	if pr, ok := n.cfg.Reporter.(PresenceReporter); ok {
+		pr.Presence(n.Presence())
+	}
+}
+
+// CloseRoom implements Engine. It returns once every participant of the room
+// has been told and its leave reported. reason is shown to clients in the
+// error message (cut to 128 bytes); the leave reason is always
+// "room_closed".
+func (n *Node) CloseRoom(roomID, reason string) {
+	n.do(func(h *hub) { h.closeRoom(roomID, truncate(reason, maxReasonBytes), n.cfg.Clock.Now()) })
+}
+
+// RemoveParticipant implements Engine. It returns once the participant has
+// been told and its leave reported.
+func (n *Node) RemoveParticipant(roomID, participantID string) {
+	n.do(func(h *hub) { h.removeParticipant(roomID, participantID, n.cfg.Clock.Now()) })
+}
+
+// Run calls CheckHeartbeats every second and ReportPresence every
+// PresenceIntervalSeconds, until ctx is done or the node is closed. These
+// tickers use real time because they only decide when to look; what the
+// checks decide uses the node's clock.
+func (n *Node) Run(ctx context.Context) {
+	heartbeats := time.NewTicker(heartbeatCheckIntervalSeconds * time.Second)
+	defer heartbeats.Stop()
+	presence := time.NewTicker(time.Duration(n.cfg.PresenceIntervalSeconds) * time.Second)
+	defer presence.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.hubDone:
+			return
+		case <-heartbeats.C:
+			n.CheckHeartbeats()
+		case <-presence.C:
+			n.ReportPresence()
+		}
+	}
+}
+
+// Serve serves the node on ln until ctx is done, running Run alongside. If
+// control is not nil (see NewControlHandler) it is mounted under
+// /internal/. When ctx is done, or serving fails, Serve stops the HTTP
+// server, closes the node (every client gets node_shutdown and its leave is
+// reported) and returns; the error is nil after a cancellation.
+func (n *Node) Serve(ctx context.Context, ln net.Listener, control http.Handler) error {
+	mux := http.NewServeMux()
+	mux.Handle(RTCPath, n)
+	if control != nil {
+		mux.Handle("/internal/", control)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: httpReadHeaderTimeoutSeconds * time.Second,
+		ReadTimeout:       httpReadTimeoutSeconds * time.Second,
+		IdleTimeout:       httpIdleTimeoutSeconds * time.Second,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(n.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go n.Run(runCtx)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeoutSeconds*time.Second)
+		defer cancel()
+		// Shutdown does not wait for hijacked (WebSocket) connections;
+		// Close below ends those.
+		_ = srv.Shutdown(shutdownCtx)
+		<-served
+	case err = <-served:
+		_ = srv.Close()
+	}
+	n.Close()
+	return err
+}
+
+// Close disconnects every client (error node_shutdown; each joined one's
+// leave reported with reason "node_shutdown"), waits for their sockets to
+// close (bounded by the write and close-handshake timeouts), and stops the
+// node. New connections are refused with 503 from the moment Close starts.
+// It is safe to call more than once.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		n.do(func(h *hub) { h.shutdown(n.cfg.Clock.Now()) })
+		// No connection can be added from here on (the hub refuses them
+		// once shut down), so Wait cannot race an Add.
+		n.conns.Wait()
+		close(n.quit)
+		<-n.hubDone
+	})
+}
+
+// do runs op on the hub goroutine and waits for it. It reports false when
+// the hub has stopped, in which case op did not run (or its end could not
+// be observed).
+func (n *Node) do(op func(*hub)) bool {
+	done := make(chan struct{})
+	select {
+	case n.inbox <- func(h *hub) { op(h); close(done) }:
+	case <-n.hubDone:
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-n.hubDone:
+		return false
+	}
+}
+
+// post queues op for the hub goroutine without waiting for it to run.
+// Readers use it for frames: order is kept (one reader, one FIFO inbox) and
+// the reader goes back to its socket at once.
+func (n *Node) post(op func(*hub)) {
+	select {
+	case n.inbox <- op:
+	case <-n.hubDone:
+	}
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"rtcd/actors"
+	"rtcd/auth"
+	"rtcd/clock"
+	"rtcd/media"
+)
+
+// reportSigningLabel derives the key that signs media node <-> control
+// plane requests from the media token key, so a node provisioned with the
+// one media key can both verify tokens and sign its reports.
+const reportSigningLabel = "rtcd/media-reports/v1"
+
+// MediaReportKey is the signing key of reports and control commands.
+func MediaReportKey(mediaKey [32]byte) [32]byte {
+	mac := hmac.New(sha256.New, mediaKey[:])
+	mac.Write([]byte(reportSigningLabel))
+	var out [32]byte
+	mac.Sum(out[:0])
+	return out
+}
+
+// engineReporter turns a media node's reports into engine calls.
+type engineReporter struct{ e *actors.Engine }
+
+func (r engineReporter) Joined(j media.JoinReport) {
+	r.e.MediaJoined(actors.MediaJoin{SessionID: j.SessionID, ProjectID: j.ProjectID, RoomID: j.RoomID, ParticipantID: j.ParticipantID, At: j.At})
+}
+
+func (r engineReporter) Left(l media.LeaveReport) {
+	r.e.MediaLeft(actors.MediaLeave{SessionID: l.SessionID, ProjectID: l.ProjectID, RoomID: l.RoomID, ParticipantID: l.ParticipantID, At: l.At, Reason: l.Reason})
+}
+
+func (r engineReporter) Presence(p media.PresenceReport) {
+	sessions := make([]actors.MediaJoin, 0, len(p.Sessions))
+	for _, s := range p.Sessions {
+		sessions = append(sessions, actors.MediaJoin{SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID, At: s.JoinedAt})
+	}
+	r.e.MediaPresence(actors.MediaPresence{NodeID: p.NodeID, At: p.At, Sessions: sessions})
+}
+
+// embeddedMedia is the reference media node `rtcd serve` runs in process.
+type embeddedMedia struct {
+	node     *media.Node
+	reporter *media.AsyncReporter
+	ln       net.Listener
+	cancel   context.CancelFunc
+	served   chan error
+}
+
+// startEmbeddedMedia runs the node on ln (listened on before the engine
+// was created, so the media URL could name its real address).
+func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock) (*embeddedMedia, error) {
+	reporter := media.NewAsyncReporter(engineReporter{engine})
+	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter})
+	if err != nil {
+		_ = ln.Close()
+		reporter.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &embeddedMedia{node: node, reporter: reporter, ln: ln, cancel: cancel, served: make(chan error, 1)}
+	go func() { m.served <- node.Serve(ctx, ln, nil) }()
+	engine.SetMedia(node)
+	return m, nil
+}
+
+// stop closes the node (every client is told and its leave reported) and
+// delivers the last reports to the engine before it stops.
+func (m *embeddedMedia) stop() {
+	m.cancel()
+	<-m.served
+	m.reporter.Close()
+}
+
+// mediaReportsHandler receives a standalone node's signed reports on the
+// private listener (media.ReportsPath).
+func mediaReportsHandler(engine *actors.Engine, key [32]byte, clk clock.Clock) fasthttp.RequestHandler {
+	rep := engineReporter{engine}
+	return func(ctx *fasthttp.RequestCtx) {
+		if !ctx.IsPost() {
+			ctx.SetStatusCode(405)
+			return
+		}
+		body := ctx.PostBody()
+		if media.VerifyReport(key, string(ctx.Request.Header.Peek(media.HeaderTimestamp)),
+			string(ctx.Request.Header.Peek(media.HeaderSignature)), body, clk.Now(),
+			media.DefaultSignatureToleranceSeconds*time.Second) != nil {
+			ctx.SetStatusCode(401)
+			return
+		}
+		r, err := media.DecodeReport(body)
+		if err != nil {
+			ctx.SetStatusCode(400)
+			return
+		}
+		switch {
+		case r.Joined != nil:
+			rep.Joined(*r.Joined)
+		case r.Left != nil:
+			rep.Left(*r.Left)
+		case r.Presence != nil:
+			rep.Presence(*r.Presence)
+		}
+		ctx.SetStatusCode(204)
+	}
+}
