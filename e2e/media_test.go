@@ -127,4 +127,3 @@ func (e *env) getRoomStatus(room string) string {
 func (e *env) participantStatus(room, pid string) string {
 	return e.do("GET", "/v1/rooms/"+room+"/participants/"+pid, e.Boot.APIKey, nil).Str("status")
 }
-
