@@ -48,7 +48,8 @@ type Config struct {
 	StripeWebhookSecret    string
 	StripeAPIBase          string
 
-	MediaListen string // the built-in media node; empty: none
+	MediaListen     string // the built-in media node; empty: none
+	MediaControlURL string // control origin of a node run on its own (rtcd media); empty: none
 
 	MediaTokenTTLSeconds   int
 	SnapshotEveryEvents    int
@@ -80,6 +81,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
 		{Name: "media-listen", Default: "127.0.0.1:8081", Help: "HOST:PORT of the built-in reference media node (empty: do not run one)", str: &c.MediaListen},
+		{Name: "media-control-url", Default: "", Help: "http(s) origin of a media node run on its own (rtcd media --listen), where rooms are closed and participants removed; use with --media-listen= and --media-url", str: &c.MediaControlURL},
 		{Name: "media-url", Default: "", Help: "media endpoint returned by POST /v1/connect; empty: ws://<media-listen address>/rtc of the built-in node; behind TLS set a wss:// address", str: &c.MediaURL},
 		{Name: "master-key", Default: "", Help: "hex master secret (at least 32 bytes); empty: <data-dir>/master.key, created on first start", str: &c.MasterKey},
 		{Name: "default-max-active-rooms", Default: "1000", Help: "max_active_rooms of projects without limits of their own", num: &c.DefaultMaxActiveRooms},
@@ -222,6 +224,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("--payment-provider=%q: want sandbox or stripe", c.PaymentProvider)
+	}
+	if c.MediaControlURL != "" && !strings.HasPrefix(c.MediaControlURL, "http://") && !strings.HasPrefix(c.MediaControlURL, "https://") {
+		return fmt.Errorf("--media-control-url=%q: want an http:// or https:// origin", c.MediaControlURL)
 	}
 	if c.MediaListen != "" {
 		if _, _, err := net.SplitHostPort(c.MediaListen); err != nil {

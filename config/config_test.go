@@ -79,7 +79,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := map[string]any{
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
-		"region": "global", "media-url": "", "master-key": "",
+		"region": "global", "media-url": "", "media-control-url": "", "master-key": "",
 		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,

@@ -57,7 +57,8 @@ type Server struct {
 	engine      *actors.Engine
 	api         *fasthttp.Server
 	metricsSrv  *fasthttp.Server
-	media       *embeddedMedia // nil when --media-listen is empty
+	media       *embeddedMedia    // nil when --media-listen is empty
+	remoteMedia *media.HTTPEngine // a node run on its own (--media-control-url)
 	apiLn       net.Listener
 	metricsLn   net.Listener
 	serveErrors chan error
@@ -185,6 +186,15 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		Handler: privateHandler(engine, m.Handler(), adminToken,
 			mediaReportsHandler(engine, MediaReportKey(keys.MediaToken()), clk)),
 	}
+	if cfg.MediaControlURL != "" {
+		remote, err := media.NewHTTPEngine(media.HTTPConfig{BaseURL: strings.TrimRight(cfg.MediaControlURL, "/"), Key: MediaReportKey(keys.MediaToken()), Clock: clk})
+		if err != nil {
+			engine.Stop()
+			return fail(fmt.Errorf("media control: %w", err))
+		}
+		engine.SetMedia(remote)
+		s.remoteMedia = remote
+	}
 	if mediaLn != nil {
 		if s.media, err = startEmbeddedMedia(mediaLn, engine, keys, clk); err != nil {
 			_ = s.apiLn.Close()
@@ -223,6 +233,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.api.ShutdownWithContext(ctx)
 	if s.media != nil {
 		s.media.stop() // leaves reported while the engine still runs
+	}
+	if s.remoteMedia != nil {
+		_ = s.remoteMedia.Close(ctx) // flush queued commands
 	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
 	s.engine.Stop()

@@ -7,10 +7,12 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,8 +22,10 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors"
+	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/media"
 	"rtcd/persistence"
 	"rtcd/server"
 )
@@ -39,6 +43,10 @@ func main() {
 		err = runServe(os.Args[2:])
 	case "billing":
 		err = runBilling(os.Args[2:])
+	case "media":
+		err = runMedia(os.Args[2:])
+	case "media-key":
+		err = runMediaKey(os.Args[2:])
 	case "version":
 		fmt.Println(server.Version)
 	case "-h", "--help", "help":
@@ -58,6 +66,10 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   rtcd init  --data-dir DIR   create a workspace, one project and an API key holding every scope
   rtcd serve [flags]          serve the API; rtcd serve -h lists every flag and its RTCD_ variable
+  rtcd media [--listen ADDR] [--control-url URL] [--media-key HEX | --data-dir DIR]
+                              run the reference media node on its own, reporting to a control plane
+  rtcd media-key --data-dir DIR
+                              print the media key a separately run node needs (hex; keep it secret)
   rtcd billing adjust --account ID --amount -5.00 --reason TEXT [--data-dir DIR] [--metrics-listen ADDR]
                               credit (positive) or debit (negative) a workspace's wallet on a running server
   rtcd version`)
@@ -173,4 +185,89 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// mediaKeyFrom returns the media key from hex, or derives it from the
+// master key of dataDir (a node on the control plane's machine).
+func mediaKeyFrom(hexKey, dataDir string) ([32]byte, error) {
+	var key [32]byte
+	if hexKey != "" {
+		raw, err := hex.DecodeString(hexKey)
+		if err != nil || len(raw) != len(key) {
+			return key, fmt.Errorf("--media-key must be %d bytes of hex (rtcd media-key prints it)", len(key))
+		}
+		copy(key[:], raw)
+		return key, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "master.key"))
+	if err != nil {
+		return key, fmt.Errorf("no --media-key and no master key in %s: %w", dataDir, err)
+	}
+	master, err := hex.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return key, fmt.Errorf("%s/master.key is not hex", dataDir)
+	}
+	keys, err := auth.DeriveKeys(master)
+	if err != nil {
+		return key, err
+	}
+	return keys.MediaToken(), nil
+}
+
+func runMediaKey(args []string) error {
+	fs := flag.NewFlagSet("rtcd media-key", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", envOr("RTCD_DATA_DIR", "./data"), "data directory of the control plane")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	key, err := mediaKeyFrom("", *dataDir)
+	if err != nil {
+		return err
+	}
+	fmt.Println(hex.EncodeToString(key[:]))
+	return nil
+}
+
+// runMedia runs the reference media node on its own: it verifies media
+// tokens with the media key, reports joins, leaves and presence to the
+// control plane's private listener, and takes room-close and remove
+// commands on /internal/ (signed with a key derived from the media key).
+func runMedia(args []string) error {
+	fs := flag.NewFlagSet("rtcd media", flag.ContinueOnError)
+	listen := fs.String("listen", envOr("RTCD_MEDIA_LISTEN", "127.0.0.1:8081"), "HOST:PORT of the node (WebSocket at /rtc, commands at /internal/)")
+	controlURL := fs.String("control-url", envOr("RTCD_MEDIA_CONTROL_PLANE", "http://127.0.0.1:9100"), "the control plane's private listener, where reports go")
+	hexKey := fs.String("media-key", os.Getenv("RTCD_MEDIA_KEY"), "media key (hex) from rtcd media-key; empty: derive from --data-dir")
+	dataDir := fs.String("data-dir", envOr("RTCD_DATA_DIR", "./data"), "control plane data directory to derive the key from (same machine)")
+	hostname, _ := os.Hostname()
+	nodeID := fs.String("node-id", envOr("RTCD_MEDIA_NODE_ID", hostname), "name of this node in reports")
+	logLevel := fs.String("log-level", envOr("RTCD_LOG_LEVEL", "info"), "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	setupLogging(*logLevel)
+	key, err := mediaKeyFrom(*hexKey, *dataDir)
+	if err != nil {
+		return err
+	}
+	signing := server.MediaReportKey(key)
+	reporter, err := media.NewHTTPReporter(media.HTTPConfig{BaseURL: strings.TrimRight(*controlURL, "/"), Key: signing})
+	if err != nil {
+		return err
+	}
+	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID)
+	err = node.Serve(ctx, ln, media.NewControlHandler(node, signing, clock.Real{}))
+	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = reporter.Close(flushCtx) // deliver the last leaves
+	return err
 }
