@@ -97,6 +97,8 @@ func (e *Engine) MediaPresence(p MediaPresence) {
 		byRoom[s.RoomID][s.ParticipantID] = s
 	}
 	e.lastPresenceNanos.Store(p.At.UnixNano())
+	seen := time.Now() // monotonic; see lastPresenceSeen
+	e.lastPresenceSeen.Store(&seen)
 	e.rooms.Range(func(id, v any) bool {
 		e.system.Root.Send(v.(*roomHandle).pid, &mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
 		return true
@@ -284,6 +286,16 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 // participant the node no longer has left (at the snapshot's time); a
 // connected one the node has joined (at the time the node saw it).
 func (a *roomActor) reconcile(ctx actor.Context, m *mediaPresence) {
+	if !a.admitting() {
+		// The node still holds sessions of a room that is closing or
+		// closed: a close command was lost. Ask again (idempotent).
+		if len(m.sessions) > 0 {
+			if media := a.e.mediaEngine(); media != nil {
+				media.CloseRoom(a.id, a.state.Room.EndReason)
+			}
+		}
+		return
+	}
 	for _, p := range a.state.Participants {
 		s, onNode := m.sessions[p.ID]
 		switch {

@@ -182,7 +182,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		Name:               "rtcd-private",
 		ReadTimeout:        10 * time.Second,
 		WriteTimeout:       10 * time.Second,
-		MaxRequestBodySize: maxAdminBodyBytes,
+		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
 		Handler: privateHandler(engine, m.Handler(), adminToken,
 			mediaReportsHandler(engine, MediaReportKey(keys.MediaToken()), clk)),
 	}
