@@ -90,7 +90,13 @@ type Engine struct {
 	connectResults     func(code string) // observes each connect's outcome; may be nil
 
 	media             atomic.Pointer[MediaEngine]
-	lastPresenceNanos atomic.Int64 // when a media node last reported presence (0: never)
+	lastPresenceNanos atomic.Int64 // the At of the last presence report (0: never)
+	// lastPresenceSeen is when the last presence report arrived, on this
+	// process's monotonic clock (nil: never). Silence is measured on it, not
+	// on the report's At: reports come on the node's real-time ticker and
+	// carry the node's clock, which may be skewed, stepped, or (in tests)
+	// a fake clock that runs ahead of the ticker.
+	lastPresenceSeen atomic.Pointer[time.Time]
 
 	// lastCreatedNanos makes creation times strictly increasing across the
 	// process (see createdAt).

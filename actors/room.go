@@ -469,8 +469,8 @@ func (a *roomActor) sweep(ctx actor.Context) {
 			a.settle(now)
 		}
 		// A media node that stopped reporting (crashed) has nobody left.
-		if last := a.e.lastPresenceNanos.Load(); last != 0 && now.Sub(time.Unix(0, last)) > mediaPresenceTimeout {
-			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, last).UTC()})
+		if seen := a.e.lastPresenceSeen.Load(); seen != nil && time.Since(*seen) > mediaPresenceTimeout {
+			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
 		}
 	}
 	r := &a.state.Room
