@@ -62,6 +62,13 @@ type Settings struct {
 	MediaTokenTTL         time.Duration
 	SnapshotEveryEvents   int
 	Billing               Billing
+	// MediaSessionsSurviveRestart is false when the media node runs in this
+	// process: after a restart nobody can still be on it, so recovered
+	// joined participants are closed at once (at their last settled
+	// instant, so downtime is never billed) instead of waiting for the
+	// reconciler. A node run on its own keeps its sockets across a control
+	// plane restart, so its presence decides.
+	MediaSessionsSurviveRestart bool
 }
 
 // Engine runs the actors and is the API the HTTP layer calls.
@@ -203,6 +210,11 @@ func (e *Engine) Start() error {
 			return err
 		}
 	}
+	// Silence of the media node counts from now: a node that never reports
+	// after this start is treated as gone after mediaPresenceTimeout.
+	started := time.Now()
+	e.lastPresenceSeen.Store(&started)
+	e.lastPresenceNanos.Store(e.clock.Now().UnixNano())
 	go e.sweepLoop()
 	return nil
 }

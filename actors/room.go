@@ -128,6 +128,9 @@ func (a *roomActor) recover(ctx actor.Context) {
 	a.project.activeParticipants.Add(delta)
 	a.e.activeParticipants.Add(delta)
 	a.countedSlots = a.state.Connected
+	if first && !a.e.settings.MediaSessionsSurviveRestart && a.admitting() { // a panic restart keeps the process, and the node, running
+		a.closeSessionsLostInRestart()
+	}
 	switch a.state.Room.Status {
 	case RoomEnding:
 		a.finishEnding() // it crashed or stopped mid-ending
@@ -319,6 +322,31 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
 }
 
+// closeSessionsLostInRestart ends, at recovery, the media sessions an
+// in-process media node lost when the process stopped. Each ends at the
+// last instant it was settled (charged) for: the control plane cannot know
+// when the process died, and billing must never include the downtime.
+// A participant that had only connected keeps its slot: its media token may
+// still be valid, and it can join the restarted node (lapseConnects frees
+// the slot if it does not).
+func (a *roomActor) closeSessionsLostInRestart() {
+	var b *pebble.Batch
+	for _, p := range a.state.Participants {
+		if p.Status != ParticipantJoined || p.Usage == nil {
+			continue
+		}
+		if b == nil {
+			b = a.e.store.NewBatch()
+		}
+		u := p.Usage
+		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
+	}
+	if b != nil {
+		a.e.store.Commit(b, nil)
+		a.nudgeWallet()
+	}
+}
+
 // errInsufficientCredit is the credit gate's answer (spec: 402).
 var errInsufficientCredit = apierr.New(apierr.InsufficientCredit,
 	"the workspace's prepaid balance is below minimum_credit_to_start; top up to start new sessions")
@@ -464,8 +492,12 @@ func (a *roomActor) sweep(ctx actor.Context) {
 	now := a.e.clock.Now()
 	if a.admitting() {
 		a.lapseConnects(now)
-		if now.Sub(a.lastSettle) >= a.e.settings.Billing.SettleInterval {
-			a.lastSettle = now
+		if interval := a.e.settings.Billing.SettleInterval; now.Sub(a.lastSettle) >= interval {
+			// On the interval's grid, not at this sweep's reading: sweeps
+			// come on a real 1 s ticker, and with its jitter a sweep a hair
+			// under one interval after the last settlement would otherwise
+			// skip it, settling every interval plus one sweep.
+			a.lastSettle = now.Truncate(interval)
 			a.settle(now)
 		}
 		// A media node that stopped reporting (crashed) has nobody left.

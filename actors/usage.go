@@ -12,14 +12,14 @@ import (
 
 // Reasons a participant's media session ended (participant.left data.reason).
 const (
-	LeftReasonLeft             = "left"              // the client said leave
-	LeftReasonDisconnected     = "disconnected"      // its socket dropped
-	LeftReasonHeartbeatTimeout = "heartbeat_timeout" // it stopped sending heartbeats
-	LeftReasonRemoved          = "removed"           // DELETE of the participant
-	LeftReasonRoomEnded        = "room_ended"        // the room ended
-	LeftReasonConnectTimeout   = "connect_timeout"   // it never joined the media node
-	LeftReasonReconciled       = "reconciled"        // the media node no longer has it (missed leave)
-	LeftReasonReplaced         = "replaced"          // a newer session of the participant joined
+	LeftReasonLeft             = "left"                  // the client said leave
+	LeftReasonDisconnected     = "disconnected"          // its socket dropped
+	LeftReasonHeartbeatTimeout = "heartbeat_timeout"     // it stopped sending heartbeats
+	LeftReasonRemoved          = "removed"               // DELETE of the participant
+	LeftReasonRoomEnded        = "room_ended"            // the room ended
+	LeftReasonConnectTimeout   = "connect_timeout"       // it never joined the media node
+	LeftReasonReconciled       = "reconciled"            // the media node no longer has it (missed leave)
+	LeftReasonRestart          = "control_plane_restart" // the embedded node restarted with the process
 )
 
 // MediaJoin is a media node's report that a participant joined.

@@ -210,10 +210,11 @@ type (
 	}
 	// PaymentUpdate is a verified provider callback, already mapped to a payment.
 	PaymentUpdate struct {
+		Provider        string // the provider whose verified callback this is
 		ProviderEventID string
 		PaymentID       string
 		Status          string // succeeded, failed, canceled, expired, refunded
-		Amount          int64  // for refunded: the amount refunded (micro-units); else the paid amount
+		Amount          int64  // for refunded: the total refunded so far (micro-units); else the paid amount
 		ReceiptURL      string
 		At              time.Time
 	}
@@ -299,6 +300,16 @@ func (a *walletActor) recover() {
 	}
 	if a.state.Topups == nil {
 		a.state.Topups = make(map[string]*Topup)
+	}
+	// Thresholds come from configuration: when an operator changed them, the
+	// state moves now (with its webhook event), not at the next entry.
+	if want := a.e.settings.Billing.creditStateOf(a.state.Balance); want != a.state.CreditState {
+		b := a.e.store.NewBatch()
+		now := a.e.clock.Now()
+		before := a.state.CreditState
+		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: want, At: now}})
+		a.emitCredit(b, before, want, now)
+		a.e.store.Commit(b, nil)
 	}
 	a.publish()
 	a.applyCharges() // charges written while the wallet was down
@@ -390,13 +401,13 @@ func (a *walletActor) applyCharges() {
 		return
 	}
 	b := a.e.store.NewBatch()
+	// A charge exists only for usage metered while billing was enabled, so
+	// it is applied even if billing was switched off since.
 	for i, c := range charges {
-		if a.e.settings.Billing.Enabled {
-			a.addLedgerEntry(b, LedgerUsage, -c.Amount, fmt.Sprintf("%d participant-seconds", c.Seconds), map[string]any{
-				"type": "usage_charge", "id": c.ID, "project_id": c.ProjectID, "room_id": c.RoomID,
-				"participant_id": c.ParticipantID, "session_id": c.SessionID, "participant_seconds": c.Seconds,
-			})
-		}
+		a.addLedgerEntry(b, LedgerUsage, -c.Amount, fmt.Sprintf("%d participant-seconds", c.Seconds), map[string]any{
+			"type": "usage_charge", "id": c.ID, "project_id": c.ProjectID, "room_id": c.RoomID,
+			"participant_id": c.ParticipantID, "session_id": c.SessionID, "participant_seconds": c.Seconds,
+		})
 		_ = b.Delete(keys[i], nil)
 	}
 	a.publish()
@@ -439,6 +450,10 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		m.respond(reply{err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
 		return
 	}
+	if u.Provider != "" && u.Provider != t.Provider {
+		m.respond(reply{err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
+		return
+	}
 	b := a.e.store.NewBatch()
 	now := a.e.clock.Now()
 	var eventType string
@@ -458,11 +473,11 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 	case t.Status == PaymentPending && (u.Status == PaymentFailed || u.Status == PaymentCanceled || u.Status == PaymentExpired):
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: u.Status, At: now}})
 		eventType = map[string]string{PaymentFailed: EventPaymentFailed, PaymentCanceled: EventPaymentCanceled, PaymentExpired: EventPaymentExpired}[u.Status]
-	case t.Status == PaymentSucceeded && u.Status == PaymentRefunded:
-		refund := u.Amount
-		if refund <= 0 || refund > t.Amount-t.RefundedAmount {
-			refund = t.Amount - t.RefundedAmount
-		}
+	case (t.Status == PaymentSucceeded || t.Status == PaymentRefunded) && u.Status == PaymentRefunded &&
+		refundTotal(u.Amount, t.Amount) > t.RefundedAmount:
+		// Providers report the total refunded so far: debit the difference,
+		// so partial refunds arriving one by one each debit once.
+		refund := refundTotal(u.Amount, t.Amount) - t.RefundedAmount
 		a.addLedgerEntry(b, LedgerRefund, -refund, "refund of "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentRefunded, RefundedAmount: refund, At: now}})
 		eventType = EventPaymentRefunded
@@ -478,6 +493,15 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 	})
 	a.publish()
 	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// refundTotal is a reported refund total, bounded by the payment; a report
+// without an amount means the whole payment.
+func refundTotal(reported, paid int64) int64 {
+	if reported <= 0 || reported > paid {
+		return paid
+	}
+	return reported
 }
 
 // expireTopups moves unpaid top-ups past their expiry to expired.

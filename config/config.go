@@ -201,8 +201,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--%s=%q: want a non-negative decimal amount with at most six decimals", m.name, m.v)
 		}
 	}
-	if len(c.Currency) != 3 || strings.ToUpper(c.Currency) != c.Currency {
-		return fmt.Errorf("--currency=%q: want a three-letter ISO 4217 code such as USD", c.Currency)
+	if c.Currency != "USD" {
+		// Both payment providers (the sandbox and the Stripe adapter) take USD
+		// only; accepting another code would make every top-up fail.
+		return fmt.Errorf("--currency=%q: only USD is supported by the payment providers", c.Currency)
 	}
 	if c.SettleIntervalSeconds < 1 {
 		return fmt.Errorf("--settle-interval-seconds must be at least 1")

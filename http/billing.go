@@ -65,6 +65,7 @@ func (s *Server) billingRoutes(p Payments) {
 		}
 		for _, ev := range events {
 			u := actors.PaymentUpdate{
+				Provider:        p.Provider.Name(),
 				ProviderEventID: ev.ProviderEventID, PaymentID: ev.PaymentID, Status: string(ev.Type),
 				Amount: int64(ev.Amount), ReceiptURL: ev.ReceiptURL, At: ev.At,
 			}
@@ -79,6 +80,16 @@ func (s *Server) billingRoutes(p Payments) {
 			}
 		}
 		rc.ok(200, []byte(`{"received":true}`))
+	}))
+
+	// Where a hosted checkout sends the payer back: a plain page, no API
+	// key (a browser has none). The top-up's state is whatever the
+	// provider's callback made it; this page only says what happens next.
+	r.GET("/v1/billing/return", s.wrap("/v1/billing/return", noAuth, func(rc *reqCtx) {
+		rc.ctx.SetStatusCode(200)
+		rc.ctx.SetContentType("text/html; charset=utf-8")
+		rc.ctx.Response.Header.Set("Cache-Control", "no-store")
+		rc.ctx.SetBodyString(returnPage)
 	}))
 
 	if p.Sandbox == nil {
@@ -109,3 +120,9 @@ func (s *Server) billingRoutes(p Payments) {
 		page(rc, html, status)
 	}))
 }
+
+// returnPage is shown to a payer coming back from a hosted checkout.
+const returnPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Payment</title></head>
+<body style="font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto">
+<h1>Thank you</h1><p>Your payment is being confirmed. The balance is credited as soon as the payment
+provider confirms it; you can close this window.</p></body></html>`

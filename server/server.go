@@ -138,6 +138,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		MediaTokenTTL:         time.Duration(cfg.MediaTokenTTLSeconds) * time.Second,
 		SnapshotEveryEvents:   cfg.SnapshotEveryEvents,
 		Billing:               BillingFromConfig(cfg),
+		// Sessions on an embedded node end with the process; a node run on
+		// its own (--media-control-url) keeps them across our restarts.
+		MediaSessionsSurviveRestart: cfg.MediaControlURL != "",
 	}, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		return fail(err)
@@ -259,8 +262,8 @@ func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin 
 	case payments.ProviderStripe:
 		st, err := payments.NewStripe(payments.StripeConfig{
 			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIBaseURL: cfg.StripeAPIBase,
-			SuccessURL: public + "/v1/billing/topups/" + payments.PaymentIDPlaceholder,
-			CancelURL:  public + "/v1/billing/topups/" + payments.PaymentIDPlaceholder,
+			SuccessURL: public + "/v1/billing/return?payment_id=" + payments.PaymentIDPlaceholder,
+			CancelURL:  public + "/v1/billing/return?payment_id=" + payments.PaymentIDPlaceholder + "&canceled=1",
 		})
 		if err != nil {
 			return pay, fmt.Errorf("stripe: %w", err)
