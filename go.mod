@@ -3,6 +3,7 @@ module rtcd
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/fasthttp/router v1.5.4
