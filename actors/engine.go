@@ -69,6 +69,9 @@ type Settings struct {
 	// reconciler. A node run on its own keeps its sockets across a control
 	// plane restart, so its presence decides.
 	MediaSessionsSurviveRestart bool
+	// WebhookAllowPrivate lets endpoints use http:// and private addresses:
+	// for local testing only.
+	WebhookAllowPrivate bool
 }
 
 // Engine runs the actors and is the API the HTTP layer calls.
@@ -95,6 +98,8 @@ type Engine struct {
 	roomMailbox        atomic.Int64
 	walletMailbox      atomic.Int64
 	connectResults     func(code string) // observes each connect's outcome; may be nil
+
+	dispatcher *dispatcher
 
 	media             atomic.Pointer[MediaEngine]
 	lastPresenceNanos atomic.Int64 // the At of the last presence report (0: never)
@@ -137,6 +142,8 @@ type projectShared struct {
 	// account is the project's workspace's published credit gate; set by
 	// the project's recovery before any of its rooms starts.
 	account atomic.Pointer[accountShared]
+	// endpoints are the project's enabled webhook endpoints, for the dispatcher.
+	endpoints atomic.Pointer[[]*WebhookEndpoint]
 }
 
 type roomHandle struct {
@@ -161,6 +168,7 @@ func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimi
 		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
 	e.apiKeys.init()
+	e.dispatcher = newDispatcher(e)
 	return e, nil
 }
 
@@ -227,6 +235,7 @@ func (e *Engine) Start() error {
 func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
+	e.dispatcher.close()
 	var stopping []*actor.Future
 	e.rooms.Range(func(_, v any) bool {
 		stopping = append(stopping, e.system.Root.StopFuture(v.(*roomHandle).pid))

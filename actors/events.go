@@ -168,6 +168,14 @@ type projectEvent struct {
 	RoomClosed    *roomRef      `json:"room_closed,omitempty"`
 	APIKeyCreated *APIKey       `json:"api_key_created,omitempty"`
 	APIKeyRevoked *apiKeyRevoke `json:"api_key_revoked,omitempty"`
+
+	EndpointCreated  *WebhookEndpoint  `json:"endpoint_created,omitempty"`
+	EndpointDisabled *endpointDisabled `json:"endpoint_disabled,omitempty"`
+}
+
+type endpointDisabled struct {
+	EndpointID string    `json:"endpoint_id"`
+	At         time.Time `json:"at"`
 }
 
 type roomRef struct {
@@ -185,6 +193,9 @@ type projectState struct {
 	ActiveRooms map[string]struct{} `json:"active_rooms"` // rooms not yet ended
 	Keys        map[string]*APIKey  `json:"keys"`
 	ActiveKeys  int                 `json:"active_keys"`
+
+	Endpoints       map[string]*WebhookEndpoint `json:"endpoints"`
+	ActiveEndpoints int                         `json:"active_endpoints"`
 }
 
 func newProjectState(p Project) *projectState {
@@ -202,6 +213,20 @@ func (s *projectState) apply(e *projectEvent) {
 		k := *e.APIKeyCreated
 		s.Keys[k.ID] = &k
 		s.ActiveKeys++
+	case e.EndpointCreated != nil:
+		ep := *e.EndpointCreated
+		if s.Endpoints == nil {
+			s.Endpoints = make(map[string]*WebhookEndpoint)
+		}
+		s.Endpoints[ep.ID] = &ep
+		s.ActiveEndpoints++
+	case e.EndpointDisabled != nil:
+		ep := s.Endpoints[e.EndpointDisabled.EndpointID]
+		if ep.Status == EndpointEnabled {
+			ep.Status = EndpointDisabled
+			ep.DisabledAt = e.EndpointDisabled.At
+			s.ActiveEndpoints--
+		}
 	case e.APIKeyRevoked != nil:
 		k := s.Keys[e.APIKeyRevoked.KeyID]
 		if k.RevokedAt.IsZero() {

@@ -96,6 +96,10 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		delete(a.idemInFlight, m.scope)
 	case *roomClosed:
 		a.roomClosed(m)
+	case *createEndpoint:
+		a.createEndpoint(m)
+	case *disableEndpoint:
+		a.disableEndpoint(m)
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
 	case sweep:
@@ -153,6 +157,7 @@ func (a *projectActor) recover() {
 	}
 	a.shared.account.Store(wh.shared)
 	a.publish()
+	a.publishEndpoints()
 	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
 		for _, k := range a.state.Keys {
 			if k.RevokedAt.IsZero() {

@@ -51,6 +51,11 @@ type Config struct {
 	MediaListen     string // the built-in media node; empty: none
 	MediaControlURL string // control origin of a node run on its own (rtcd media); empty: none
 
+	WebhookAllowPrivate         bool
+	WebhookExtraCAFile          string
+	WebhookTimeoutSeconds       int
+	WebhookRetryScheduleSeconds string // comma-separated delays
+
 	MediaTokenTTLSeconds   int
 	SnapshotEveryEvents    int
 	ShutdownTimeoutSeconds int
@@ -104,6 +109,10 @@ func (c *Config) Settings() []Setting {
 		{Name: "stripe-secret-key", Default: "", Help: "Stripe secret key (payment-provider=stripe)", str: &c.StripeSecretKey},
 		{Name: "stripe-webhook-secret", Default: "", Help: "Stripe webhook signing secret whsec_… (payment-provider=stripe)", str: &c.StripeWebhookSecret},
 		{Name: "stripe-api-base", Default: "", Help: "Stripe API origin; empty: Stripe's own (tests point it at stripe-mock)", str: &c.StripeAPIBase},
+		{Name: "webhook-allow-private", Default: "false", Help: "TESTING ONLY: let webhook endpoints use http:// and private or loopback addresses", boolean: &c.WebhookAllowPrivate},
+		{Name: "webhook-extra-ca-file", Default: "", Help: "TESTING ONLY: a PEM file of CAs trusted for webhook deliveries besides the system roots", str: &c.WebhookExtraCAFile},
+		{Name: "webhook-timeout-seconds", Default: "10", Help: "timeout of one webhook delivery attempt", num: &c.WebhookTimeoutSeconds},
+		{Name: "webhook-retry-schedule", Default: "10,60,300,1800,7200,21600,86400", Help: "delays in seconds between webhook attempts after a failure; after the last the delivery is dead", str: &c.WebhookRetryScheduleSeconds},
 		{Name: "media-token-ttl-seconds", Default: "60", Help: "lifetime of the media token and connect session", num: &c.MediaTokenTTLSeconds},
 		{Name: "snapshot-every-events", Default: "1000", Help: "an actor writes a snapshot every this many journal events", num: &c.SnapshotEveryEvents},
 		{Name: "shutdown-timeout-seconds", Default: "15", Help: "on SIGTERM, how long in-flight requests may take to finish", num: &c.ShutdownTimeoutSeconds},
@@ -149,6 +158,22 @@ func Parse(name string, args []string, env func(string) string) (*Config, error)
 
 // FromEnv parses the process environment and args.
 func FromEnv(name string, args []string) (*Config, error) { return Parse(name, args, os.Getenv) }
+
+// RetrySchedule parses --webhook-retry-schedule.
+func (c *Config) RetrySchedule() ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(c.WebhookRetryScheduleSeconds, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 7*24*3600 {
+			return nil, fmt.Errorf("--webhook-retry-schedule=%q: want comma-separated delays of 1 to 604800 seconds", c.WebhookRetryScheduleSeconds)
+		}
+		out = append(out, n)
+	}
+	if len(out) > 32 {
+		return nil, fmt.Errorf("--webhook-retry-schedule: at most 32 retries")
+	}
+	return out, nil
+}
 
 // checkMediaURL: the spec makes the media endpoint a secure WebSocket
 // address. Plain ws:// is accepted only for a loopback host (the embedded
@@ -234,6 +259,12 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MediaListen); err != nil {
 			return fmt.Errorf("--media-listen=%q: want HOST:PORT", c.MediaListen)
 		}
+	}
+	if _, err := c.RetrySchedule(); err != nil {
+		return err
+	}
+	if c.WebhookTimeoutSeconds < 1 || c.WebhookTimeoutSeconds > 60 {
+		return fmt.Errorf("--webhook-timeout-seconds must be 1 to 60")
 	}
 	if c.MediaTokenTTLSeconds < 1 {
 		return fmt.Errorf("--media-token-ttl-seconds must be at least 1")

@@ -79,7 +79,8 @@ func TestDefaults(t *testing.T) {
 	}
 	want := map[string]any{
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
-		"region": "global", "media-url": "", "media-control-url": "", "master-key": "",
+		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
+		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "master-key": "",
 		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
@@ -166,6 +167,10 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_STRIPE_SECRET_KEY":                      "sk_test_x",
 		"RTCD_STRIPE_WEBHOOK_SECRET":                  "whsec_x",
 		"RTCD_STRIPE_API_BASE":                        "http://127.0.0.1:12111",
+		"RTCD_WEBHOOK_ALLOW_PRIVATE":                  "true",
+		"RTCD_WEBHOOK_EXTRA_CA_FILE":                  "/tmp/ca.pem",
+		"RTCD_WEBHOOK_TIMEOUT_SECONDS":                "5",
+		"RTCD_WEBHOOK_RETRY_SCHEDULE":                 "1,2,3",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +186,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		LowCreditThreshold: "3.00", MinimumCreditToStart: "0.50", BootstrapCredit: "0", SettleIntervalSeconds: 5,
 		TopupExpirySeconds: 1800, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
 		StripeSecretKey: "sk_test_x", StripeWebhookSecret: "whsec_x", StripeAPIBase: "http://127.0.0.1:12111",
+		WebhookAllowPrivate: true, WebhookExtraCAFile: "/tmp/ca.pem", WebhookTimeoutSeconds: 5, WebhookRetryScheduleSeconds: "1,2,3",
 	}
 	if *c != want {
 		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)

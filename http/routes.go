@@ -147,6 +147,43 @@ func (s *Server) routes() {
 		rc.respondBody(e.GetTopup(rc.caller, rc.param("payment_id")))
 	}, sc.BillingRead))
 
+	r.POST("/v1/webhook-endpoints", s.wrap("/v1/webhook-endpoints", apiKey, func(rc *reqCtx) {
+		var p actors.EndpointParams
+		idem, err := rc.idempotency()
+		if err == nil {
+			err = rc.decode(&p, false)
+		}
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respond(e.CreateEndpoint(rc.caller, &p, idem))
+	}, sc.WebhooksWrite))
+	r.GET("/v1/webhook-endpoints", s.wrap("/v1/webhook-endpoints", apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListEndpoints(rc.caller, limit))
+	}, sc.WebhooksRead))
+	r.DELETE("/v1/webhook-endpoints/{endpoint_id}", s.wrap("/v1/webhook-endpoints/{endpoint_id}", apiKey, func(rc *reqCtx) {
+		rc.respond(e.DisableEndpoint(rc.caller, rc.param("endpoint_id")))
+	}, sc.WebhooksWrite))
+	const deliveries = "/v1/webhook-endpoints/{endpoint_id}/deliveries"
+	r.GET(deliveries, s.wrap(deliveries, apiKey, func(rc *reqCtx) {
+		limit, err := rc.limit()
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.respondBody(e.ListDeliveries(rc.caller, rc.param("endpoint_id"), limit))
+	}, sc.WebhooksRead))
+	const retry = deliveries + "/{delivery_id}/retry"
+	r.POST(retry, s.wrap(retry, apiKey, func(rc *reqCtx) {
+		rc.respond(e.RetryDelivery(rc.caller, rc.param("endpoint_id"), rc.param("delivery_id")))
+	}, sc.WebhooksWrite))
+
 	info, _ := json.Marshal(s.serverInfo)
 	r.GET("/v1/system/info", s.wrap("/v1/system/info", apiKeyNo, func(rc *reqCtx) {
 		rc.ok(200, info)

@@ -23,6 +23,8 @@ const (
 	Ledger         = "led_"
 	Payment        = "pay_"
 	Charge         = "chg_"
+	Endpoint       = "we_"
+	Delivery       = "wdl_"
 )
 
 // randomBytes is the entropy of an id; 15 bytes encode to 24 base32 chars.

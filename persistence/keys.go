@@ -29,6 +29,10 @@ const (
 	PrefixCharge   = "pc/" // pc/<accountID>/<chargeID>                    -> usage charge not yet applied to the wallet
 	PrefixUsage    = "us/" // us/<projectID>/<YYYY-MM-DD>/<sessionID>      -> finalized usage of one session on one UTC day
 	PrefixPayment  = "pd/" // pd/<paymentID>                               -> accountID (routes provider callbacks)
+	PrefixEndpoint = "we/" // we/<projectID>/<inv:8><endpointID>           -> webhook endpoint read record
+	PrefixDelivery = "wd/" // wd/<endpointID>/<deliveryID>                 -> webhook delivery record (with the event bytes)
+	PrefixDelIdx   = "wi/" // wi/<endpointID>/<inv:8><deliveryID>          -> deliveryID (list, newest first)
+	PrefixDelDue   = "wq/" // wq/<endpointID>/<dueNanos:8><deliveryID>     -> deliveryID (attempts due, oldest first)
 	PrefixOutbox   = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
 )
 

@@ -33,6 +33,7 @@ import (
 	"rtcd/payments"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
+	"rtcd/webhooks"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -141,6 +142,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		// Sessions on an embedded node end with the process; a node run on
 		// its own (--media-control-url) keeps them across our restarts.
 		MediaSessionsSurviveRestart: cfg.MediaControlURL != "",
+		WebhookAllowPrivate:         cfg.WebhookAllowPrivate,
 	}, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		return fail(err)
@@ -155,6 +157,17 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if err := engine.Start(); err != nil {
 		return fail(fmt.Errorf("recovery: %w", err))
 	}
+	if cfg.WebhookAllowPrivate || cfg.WebhookExtraCAFile != "" {
+		slog.Warn("webhook testing settings are on: deliveries may reach private addresses or trust extra CAs; never in production")
+	}
+	sender := webhooks.NewClient(webhooks.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate,
+		ExtraCAFile: cfg.WebhookExtraCAFile, TimeoutSeconds: cfg.WebhookTimeoutSeconds})
+	if err := sender.Err(); err != nil {
+		engine.Stop()
+		return fail(fmt.Errorf("webhook client: %w", err))
+	}
+	schedule, _ := cfg.RetrySchedule() // validated by config
+	engine.SetWebhookSender(sender, schedule)
 	s.engine = engine
 
 	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {

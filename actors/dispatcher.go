@@ -1,0 +1,409 @@
+package actors
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/ids"
+	"rtcd/persistence"
+	"rtcd/webhooks"
+)
+
+// Webhook delivery. The outbox (written in the same batch as the state
+// change that caused each event) is drained by one fan-out loop: for every
+// event it writes one delivery per subscribed, enabled endpoint of the
+// event's project and deletes the outbox entry, in one durable batch. Each
+// endpoint has one worker goroutine that owns that endpoint's deliveries:
+// it attempts those due (by the injected clock) one at a time, in due
+// order, and records each attempt durably. A slow or dead endpoint therefore
+// only ever delays itself; the number of attempts in flight over all
+// endpoints is bounded by webhookConcurrency.
+//
+//	pending --2xx--> succeeded
+//	pending/retrying --failure--> retrying (next attempt per the schedule) | dead (schedule exhausted)
+//	dead/retrying --POST …/retry--> retrying, due now
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "pending"
+	DeliveryRetrying  = "retrying"
+	DeliverySucceeded = "succeeded"
+	DeliveryDead      = "dead"
+)
+
+// Named bounds of the dispatcher.
+const (
+	webhookConcurrency      = 32  // attempts in flight over all endpoints
+	fanoutBatchEvents       = 256 // outbox events moved per fan-out step
+	dueBatchDeliveries      = 16  // deliveries one worker step looks at
+	maxAttemptsKept         = 32  // attempts a delivery record keeps (the newest)
+	workerRetryQueue        = 64  // manual retry requests waiting per endpoint
+	fanoutIntervalMillis    = 200 // how often the outbox is polled (also nudged)
+	workerTickMillis        = 1000
+	maxStoredResponseBodies = 4096 // bytes of a receiver's response kept per attempt (the client's capture bound)
+)
+
+// WebhookSender delivers one signed request (webhooks.Client in
+// production).
+type WebhookSender interface {
+	Deliver(ctx context.Context, url string, headers map[string]string, body []byte) webhooks.Attempt
+}
+
+// DeliveryAttempt is one recorded attempt.
+type DeliveryAttempt struct {
+	Attempt        int     `json:"attempt"`
+	RequestedAt    string  `json:"requested_at"`
+	ResponseStatus int     `json:"response_status"`
+	LatencyMillis  int64   `json:"latency_ms"`
+	ResponseBody   string  `json:"response_body"`
+	Error          *string `json:"error"`
+	NextAttemptAt  *string `json:"next_attempt_at"`
+}
+
+// Delivery is one event to one endpoint.
+type Delivery struct {
+	ID            string            `json:"id"`
+	EndpointID    string            `json:"endpoint_id"`
+	EventID       string            `json:"event_id"`
+	EventType     string            `json:"event_type"`
+	Status        string            `json:"status"`
+	AttemptCount  int               `json:"attempt_count"`
+	ScheduleStep  int               `json:"schedule_step"` // automatic attempts made, for the retry schedule
+	NextAttemptAt time.Time         `json:"next_attempt_at"`
+	CreatedAt     time.Time         `json:"created_at"`
+	Attempts      []DeliveryAttempt `json:"attempts"`
+	Event         json.RawMessage   `json:"event"` // the exact bytes sent (the outbox envelope)
+}
+
+// DeliveryView is the public delivery object (without the event body).
+type DeliveryView struct {
+	Object        string            `json:"object"`
+	ID            string            `json:"id"`
+	EndpointID    string            `json:"endpoint_id"`
+	EventID       string            `json:"event_id"`
+	EventType     string            `json:"event_type"`
+	Status        string            `json:"status"`
+	AttemptCount  int               `json:"attempt_count"`
+	NextAttemptAt *string           `json:"next_attempt_at"`
+	CreatedAt     string            `json:"created_at"`
+	Attempts      []DeliveryAttempt `json:"attempts"`
+}
+
+func (d *Delivery) view() DeliveryView {
+	var next *string
+	if d.Status == DeliveryPending || d.Status == DeliveryRetrying {
+		next = optionalTimestamp(d.NextAttemptAt)
+	}
+	attempts := d.Attempts
+	if attempts == nil {
+		attempts = []DeliveryAttempt{}
+	}
+	return DeliveryView{Object: "webhook_delivery", ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, EventType: d.EventType,
+		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next, CreatedAt: Timestamp(d.CreatedAt), Attempts: attempts}
+}
+
+func deliveryKey(endpointID, deliveryID string) []byte {
+	return persistence.Key(persistence.PrefixDelivery, endpointID+"/"+deliveryID)
+}
+
+func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
+	k := persistence.IndexPrefix(persistence.PrefixDelDue, endpointID)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(due.UnixNano(), 0)))
+	return append(k, deliveryID...)
+}
+
+type dispatcher struct {
+	e        *Engine
+	sender   WebhookSender
+	schedule []int
+	sem      chan struct{}
+	nudge    chan struct{}
+	workers  sync.Map // endpoint id -> *endpointWorker
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	started  atomic.Bool
+}
+
+type endpointWorker struct {
+	d        *dispatcher
+	id       string
+	endpoint atomic.Pointer[WebhookEndpoint]
+	wake     chan struct{}
+	retry    chan retryRequest
+}
+
+type retryRequest struct {
+	deliveryID string
+	reply      chan reply
+}
+
+// SetWebhookSender starts webhook delivery with sender and the retry
+// schedule (seconds; webhooks.DefaultScheduleSeconds when nil). Without it
+// events stay in the outbox.
+func (e *Engine) SetWebhookSender(sender WebhookSender, schedule []int) {
+	d := e.dispatcher
+	d.sender = sender
+	d.schedule = schedule
+	if d.schedule == nil {
+		d.schedule = append([]int(nil), webhooks.DefaultScheduleSeconds...)
+	}
+	d.started.Store(true)
+	d.wg.Add(1)
+	go d.fanoutLoop()
+	d.workers.Range(func(_, v any) bool {
+		d.startWorker(v.(*endpointWorker))
+		return true
+	})
+}
+
+func newDispatcher(e *Engine) *dispatcher {
+	return &dispatcher{e: e, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// close stops the fan-out loop and every worker, and waits for them.
+func (d *dispatcher) close() {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	d.wg.Wait()
+}
+
+// ensureWorkers gives every enabled endpoint a worker and updates the
+// endpoint each worker sees (a disabled endpoint's worker idles).
+func (d *dispatcher) ensureWorkers(eps []*WebhookEndpoint) {
+	for _, ep := range eps {
+		v, loaded := d.workers.LoadOrStore(ep.ID, &endpointWorker{d: d, id: ep.ID, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue)})
+		w := v.(*endpointWorker)
+		w.endpoint.Store(ep)
+		if !loaded && d.started.Load() {
+			d.startWorker(w)
+		}
+	}
+}
+
+func (d *dispatcher) startWorker(w *endpointWorker) {
+	d.wg.Add(1)
+	go w.run()
+}
+
+// nudgeFanout wakes the fan-out loop (events were written to the outbox).
+func (d *dispatcher) nudgeFanout() {
+	select {
+	case d.nudge <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) fanoutLoop() {
+	defer d.wg.Done()
+	t := time.NewTicker(fanoutIntervalMillis * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		case <-d.nudge:
+		}
+		for d.fanout() == fanoutBatchEvents {
+		}
+	}
+}
+
+// fanout moves up to fanoutBatchEvents outbox events into deliveries, in
+// one durable batch, and returns how many it moved.
+func (d *dispatcher) fanout() int {
+	e := d.e
+	b := e.store.NewBatch()
+	n := 0
+	woken := map[string]bool{}
+	now := e.clock.Now()
+	_ = e.store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
+		n++
+		_ = b.Delete(append([]byte(nil), key...), nil)
+		var ev OutboxEvent
+		if json.Unmarshal(value, &ev) != nil {
+			return true // unreadable: nothing can deliver it
+		}
+		h, ok := e.project(ev.ProjectID)
+		if !ok {
+			return true
+		}
+		eps := h.shared.endpoints.Load()
+		if eps == nil {
+			return true
+		}
+		for _, ep := range *eps {
+			if !ep.subscribed(ev.Type) {
+				continue
+			}
+			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
+				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: e.createdAt(), Event: append(json.RawMessage(nil), value...)}
+			_ = b.Set(deliveryKey(ep.ID, dl.ID), mustJSON(dl), nil)
+			_ = b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID), nil)
+			_ = b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID), nil)
+			woken[ep.ID] = true
+		}
+		return true
+	})
+	if n == 0 {
+		_ = b.Close()
+		return 0
+	}
+	if err := e.store.CommitAndWait(b); err != nil {
+		return 0 // retried next tick; the outbox entries are still there
+	}
+	for id := range woken {
+		if v, ok := d.workers.Load(id); ok {
+			v.(*endpointWorker).poke()
+		}
+	}
+	return n
+}
+
+func (w *endpointWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *endpointWorker) run() {
+	defer w.d.wg.Done()
+	t := time.NewTicker(workerTickMillis * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.d.stop:
+			return
+		case <-t.C:
+		case <-w.wake:
+		case r := <-w.retry:
+			r.reply <- w.requeue(r.deliveryID)
+		}
+		w.deliverDue()
+	}
+}
+
+// deliverDue attempts, oldest due first, the deliveries due by now.
+func (w *endpointWorker) deliverDue() {
+	ep := w.endpoint.Load()
+	if ep == nil || ep.Status != EndpointEnabled {
+		return
+	}
+	e := w.d.e
+	now := e.clock.Now()
+	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
+	type due struct{ key, id []byte }
+	var batch []due
+	_ = e.store.Scan(prefix, dueBatchDeliveries, func(key, value []byte) bool {
+		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
+		if at > now.UnixNano() {
+			return false
+		}
+		batch = append(batch, due{append([]byte(nil), key...), append([]byte(nil), value...)})
+		return true
+	})
+	for _, d := range batch {
+		select {
+		case <-w.d.stop:
+			return
+		default:
+		}
+		w.attempt(ep, d.key, string(d.id))
+	}
+}
+
+// attempt makes one delivery attempt and records it durably.
+func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID string) {
+	e := w.d.e
+	raw, err := e.store.Get(deliveryKey(w.id, deliveryID))
+	if err != nil {
+		return
+	}
+	var dl Delivery
+	if json.Unmarshal(raw, &dl) != nil {
+		return
+	}
+	secret, ok := e.openSecret(ep)
+	if !ok {
+		return
+	}
+	requestedAt := e.clock.Now()
+	headers := webhooks.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
+	w.d.sem <- struct{}{}
+	res := w.d.sender.Deliver(context.Background(), ep.URL, headers, dl.Event)
+	<-w.d.sem
+
+	dl.AttemptCount++
+	dl.ScheduleStep++
+	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: Timestamp(requestedAt), ResponseStatus: res.StatusCode,
+		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
+	b := e.store.NewBatch()
+	_ = b.Delete(due, nil)
+	if res.Success {
+		dl.Status = DeliverySucceeded
+	} else {
+		msg := res.Err
+		att.Error = &msg
+		if next, more := webhooks.NextAttemptAt(dl.ScheduleStep, requestedAt, w.d.schedule); more {
+			dl.Status = DeliveryRetrying
+			dl.NextAttemptAt = next
+			att.NextAttemptAt = optionalTimestamp(next)
+			_ = b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID), nil)
+		} else {
+			dl.Status = DeliveryDead
+			dl.ScheduleStep = math.MaxInt32 / 2 // a manual retry after death gets one attempt, then dead again
+		}
+	}
+	dl.Attempts = append(dl.Attempts, att)
+	if len(dl.Attempts) > maxAttemptsKept {
+		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
+	}
+	_ = b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl), nil)
+	_ = e.store.CommitAndWait(b)
+}
+
+// requeue makes a dead or retrying delivery due now (manual retry).
+func (w *endpointWorker) requeue(deliveryID string) reply {
+	e := w.d.e
+	raw, err := e.store.Get(deliveryKey(w.id, deliveryID))
+	if err != nil {
+		return reply{err: errDeliveryNotFound(deliveryID)}
+	}
+	var dl Delivery
+	if json.Unmarshal(raw, &dl) != nil {
+		return reply{err: apierr.New(apierr.Internal, "unreadable delivery")}
+	}
+	switch dl.Status {
+	case DeliverySucceeded:
+		return reply{err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
+	case DeliveryPending:
+		return reply{status: 200, body: mustJSON(dl.view())} // already due
+	}
+	now := e.clock.Now()
+	b := e.store.NewBatch()
+	if dl.Status == DeliveryRetrying {
+		_ = b.Delete(dueKey(w.id, dl.NextAttemptAt, dl.ID), nil)
+	}
+	dl.Status = DeliveryRetrying
+	dl.NextAttemptAt = now
+	_ = b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID), nil)
+	_ = b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl), nil)
+	if err := e.store.CommitAndWait(b); err != nil {
+		return reply{err: apierr.New(apierr.Internal, "could not requeue the delivery")}
+	}
+	return reply{status: 200, body: mustJSON(dl.view())}
+}
+
+func errDeliveryNotFound(id string) *apierr.Error {
+	return apierr.New(apierr.InvalidRequest, "no delivery %q for this endpoint", id).WithStatus(404).WithDetails("field", "delivery_id")
+}

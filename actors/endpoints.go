@@ -1,0 +1,243 @@
+package actors
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+
+	"rtcd/apierr"
+	"rtcd/ids"
+	"rtcd/persistence"
+	"rtcd/webhooks"
+)
+
+// Webhook endpoint statuses. DELETE disables an endpoint (its record and
+// deliveries stay readable); nothing enables it again.
+const (
+	EndpointEnabled  = "enabled"
+	EndpointDisabled = "disabled"
+)
+
+// Named bounds of webhook endpoints (spec section 8).
+const (
+	MaxActiveEndpointsPerProject = 16
+	EndpointCreatesPerMinute     = 20
+	// webhookSecretBytes is the entropy of a signing secret.
+	webhookSecretBytes = 32
+	// WebhookSecretPrefix starts every signing secret (spec section 2).
+	WebhookSecretPrefix = "whsec_"
+)
+
+// EventTypes is every webhook event type (spec section 6).
+var EventTypes = []string{
+	EventRoomStarted, EventRoomEnded, EventParticipantJoined, EventParticipantLeft, EventUsageFinalized,
+	EventCreditLow, EventCreditExhausted, EventCreditRestored,
+	EventPaymentSucceeded, EventPaymentFailed, EventPaymentExpired, EventPaymentCanceled, EventPaymentRefunded,
+}
+
+// WebhookEndpoint is an endpoint as its project keeps it. The signing
+// secret is kept sealed (AES-GCM under the engine's key): it must be
+// recoverable to sign deliveries, and never lies on disk in clear.
+type WebhookEndpoint struct {
+	ID           string    `json:"id"`
+	URL          string    `json:"url"`
+	Events       []string  `json:"events"` // empty: every event type
+	Status       string    `json:"status"`
+	SecretSealed []byte    `json:"secret_sealed"`
+	CreatedAt    time.Time `json:"created_at"`
+	DisabledAt   time.Time `json:"disabled_at"`
+}
+
+// EndpointParams is the body of POST /v1/webhook-endpoints.
+type EndpointParams struct {
+	URL    *string  `json:"url"`
+	Events []string `json:"events"`
+}
+
+// EndpointView is the public endpoint object. Secret appears only in the
+// create response (field signing_secret).
+type EndpointView struct {
+	Object        string   `json:"object"`
+	ID            string   `json:"id"`
+	URL           string   `json:"url"`
+	Events        []string `json:"events"`
+	Status        string   `json:"status"`
+	CreatedAt     string   `json:"created_at"`
+	DisabledAt    *string  `json:"disabled_at"`
+	SigningSecret string   `json:"signing_secret,omitempty"`
+}
+
+func (ep *WebhookEndpoint) view() EndpointView {
+	events := ep.Events
+	if len(events) == 0 {
+		events = EventTypes
+	}
+	return EndpointView{Object: "webhook_endpoint", ID: ep.ID, URL: ep.URL, Events: events, Status: ep.Status,
+		CreatedAt: Timestamp(ep.CreatedAt), DisabledAt: optionalTimestamp(ep.DisabledAt)}
+}
+
+// subscribed reports whether the endpoint wants events of type t.
+func (ep *WebhookEndpoint) subscribed(t string) bool {
+	if len(ep.Events) == 0 {
+		return true
+	}
+	for _, e := range ep.Events {
+		if e == t {
+			return true
+		}
+	}
+	return false
+}
+
+// validateEndpoint checks a create request: an https URL that is not a
+// forbidden destination, and known, distinct event types. An omitted events
+// list subscribes to every type; an empty one is refused (it would receive
+// nothing).
+func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.Error) {
+	if p.URL == nil || *p.URL == "" {
+		return "", nil, apierr.Invalid("url", "url is required: the https address that receives events")
+	}
+	u, err := webhooks.CheckURL(*p.URL, e.settings.WebhookAllowPrivate)
+	if err != nil {
+		return "", nil, apierr.Invalid("url", "url is not allowed: %v", err)
+	}
+	if p.Events == nil {
+		return u.String(), nil, nil
+	}
+	if len(p.Events) == 0 {
+		return "", nil, apierr.Invalid("events", "events must list at least one event type, or be omitted for all").
+			WithDetails("allowed", EventTypes)
+	}
+	if len(p.Events) > len(EventTypes) {
+		return "", nil, apierr.Invalid("events", "events may list at most %d types", len(EventTypes))
+	}
+	seen := map[string]bool{}
+	for _, t := range p.Events {
+		known := false
+		for _, k := range EventTypes {
+			known = known || k == t
+		}
+		if !known {
+			return "", nil, apierr.Invalid("events", "unknown event type %q", t).WithDetails("allowed", EventTypes)
+		}
+		if seen[t] {
+			return "", nil, apierr.Invalid("events", "event type %q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	return u.String(), append([]string(nil), p.Events...), nil
+}
+
+func newWebhookSecret() string {
+	b := make([]byte, webhookSecretBytes)
+	_, _ = rand.Read(b)
+	return WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// sealSecret and openSecret keep a signing secret encrypted at rest, bound
+// to its endpoint id.
+func (e *Engine) sealSecret(endpointID, secret string) []byte {
+	nonce := make([]byte, e.aead.NonceSize())
+	_, _ = rand.Read(nonce)
+	return e.aead.Seal(nonce, nonce, []byte(secret), []byte("webhook-secret/"+endpointID))
+}
+
+func (e *Engine) openSecret(ep *WebhookEndpoint) (string, bool) {
+	n := e.aead.NonceSize()
+	if len(ep.SecretSealed) < n {
+		return "", false
+	}
+	plain, err := e.aead.Open(nil, ep.SecretSealed[:n], ep.SecretSealed[n:], []byte("webhook-secret/"+ep.ID))
+	return string(plain), err == nil
+}
+
+// Project actor commands for endpoints.
+type (
+	createEndpoint struct {
+		replyTo
+		caller *Caller
+		url    string
+		events []string
+		idem   *idemPending
+	}
+	disableEndpoint struct {
+		replyTo
+		caller     *Caller
+		endpointID string
+	}
+)
+
+func (a *projectActor) createEndpoint(m *createEndpoint) {
+	e := a.e
+	if a.state.ActiveEndpoints >= MaxActiveEndpointsPerProject {
+		m.respond(reply{err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
+			WithDetails("limit", MaxActiveEndpointsPerProject)})
+		return
+	}
+	if err := e.allowRate("webhook_endpoint_creates:"+a.id, "webhook_endpoint_creates_per_minute", EndpointCreatesPerMinute); err != nil {
+		m.respond(reply{err: err})
+		return
+	}
+	now := e.createdAt()
+	secret := newWebhookSecret()
+	ep := WebhookEndpoint{ID: ids.New(ids.Endpoint), URL: m.url, Events: m.events, Status: EndpointEnabled, CreatedAt: now}
+	ep.SecretSealed = e.sealSecret(ep.ID, secret)
+	v := ep.view()
+	record := mustJSON(v)
+	v.SigningSecret = secret
+	body := mustJSON(v)
+
+	b := e.store.NewBatch()
+	_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record, nil)
+	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+		map[string]any{"url": ep.URL, "events": v.Events})
+	if m.idem != nil {
+		e.putStored(b, m.idem, 201, body)
+	}
+	a.record(b, projectEvent{EndpointCreated: &ep})
+	a.publishEndpoints()
+	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+}
+
+func (a *projectActor) disableEndpoint(m *disableEndpoint) {
+	e := a.e
+	ep, ok := a.state.Endpoints[m.endpointID]
+	if !ok {
+		m.respond(reply{err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
+		return
+	}
+	if ep.Status == EndpointDisabled {
+		m.respond(reply{status: 200, body: mustJSON(ep.view())})
+		return
+	}
+	now := e.clock.Now()
+	b := e.store.NewBatch()
+	a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
+	body := mustJSON(ep.view())
+	_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body, nil)
+	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
+	a.publishEndpoints()
+	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// publishEndpoints makes the project's enabled endpoints visible to the
+// dispatcher (an immutable slice behind an atomic pointer).
+func (a *projectActor) publishEndpoints() {
+	var eps []*WebhookEndpoint
+	for _, ep := range a.state.Endpoints {
+		if ep.Status == EndpointEnabled {
+			c := *ep
+			eps = append(eps, &c)
+		}
+	}
+	a.shared.endpoints.Store(&eps)
+	a.e.dispatcher.ensureWorkers(eps)
+	for _, ep := range a.state.Endpoints {
+		if ep.Status != EndpointEnabled {
+			if v, ok := a.e.dispatcher.workers.Load(ep.ID); ok {
+				c := *ep
+				v.(*endpointWorker).endpoint.Store(&c) // its worker idles from now on
+			}
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package actors
+
+import (
+	"github.com/goccy/go-json"
+	"rtcd/apierr"
+	"rtcd/ids"
+	"rtcd/persistence"
+)
+
+// CreateEndpoint is POST /v1/webhook-endpoints.
+func (e *Engine) CreateEndpoint(c *Caller, p *EndpointParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+	url, events, err := e.validateEndpoint(p)
+	if err != nil {
+		return Result{}, err
+	}
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
+		return e.ask(h.pid, &createEndpoint{caller: c, url: url, events: events, idem: ip})
+	}))
+}
+
+// ListEndpoints is GET /v1/webhook-endpoints: enabled and disabled, newest first.
+func (e *Engine) ListEndpoints(c *Caller, limit int) ([]byte, *apierr.Error) {
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), limit, false, nil)
+}
+
+// DisableEndpoint is DELETE /v1/webhook-endpoints/{id}; idempotent.
+func (e *Engine) DisableEndpoint(c *Caller, endpointID string) (Result, *apierr.Error) {
+	if !ids.Valid(endpointID, ids.Endpoint) {
+		return Result{}, apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %q in this project", endpointID)
+	}
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.ask(h.pid, &disableEndpoint{caller: c, endpointID: endpointID}))
+}
+
+// endpointOf checks that endpointID is one of the caller's project.
+func (e *Engine) endpointOf(c *Caller, endpointID string) *apierr.Error {
+	notFound := apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %q in this project", endpointID)
+	if !ids.Valid(endpointID, ids.Endpoint) {
+		return notFound
+	}
+	found := false
+	_ = e.store.Scan(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), MaxEndpointRecordsScanned, func(_, v []byte) bool {
+		var ep EndpointView
+		if json.Unmarshal(v, &ep) == nil && ep.ID == endpointID {
+			found = true
+			return false
+		}
+		return true
+	})
+	if !found {
+		return notFound
+	}
+	return nil
+}
+
+// MaxEndpointRecordsScanned bounds the ownership check of an endpoint id.
+const MaxEndpointRecordsScanned = 10000
+
+// ListDeliveries is GET /v1/webhook-endpoints/{id}/deliveries, newest first.
+func (e *Engine) ListDeliveries(c *Caller, endpointID string, limit int) ([]byte, *apierr.Error) {
+	if err := e.endpointOf(c, endpointID); err != nil {
+		return nil, err
+	}
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixDelIdx, endpointID), limit, false, func(id []byte) ([]byte, error) {
+		raw, err := e.store.Get(deliveryKey(endpointID, string(id)))
+		if err != nil {
+			return nil, err
+		}
+		var dl Delivery
+		if err := json.Unmarshal(raw, &dl); err != nil {
+			return nil, err
+		}
+		return mustJSON(dl.view()), nil
+	})
+}
+
+// RetryDelivery is POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/retry.
+func (e *Engine) RetryDelivery(c *Caller, endpointID, deliveryID string) (Result, *apierr.Error) {
+	if err := e.endpointOf(c, endpointID); err != nil {
+		return Result{}, err
+	}
+	if !ids.Valid(deliveryID, ids.Delivery) {
+		return Result{}, errDeliveryNotFound(deliveryID)
+	}
+	v, ok := e.dispatcher.workers.Load(endpointID)
+	if !ok || !e.dispatcher.started.Load() {
+		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
+	}
+	w := v.(*endpointWorker)
+	if ep := w.endpoint.Load(); ep == nil || ep.Status != EndpointEnabled {
+		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
+	}
+	ch := make(chan reply, 1)
+	select {
+	case w.retry <- retryRequest{deliveryID: deliveryID, reply: ch}:
+	default:
+		return Result{}, apierr.New(apierr.RateLimited, "too many retries queued for this endpoint; try again shortly")
+	}
+	r := <-ch
+	if r.err == nil {
+		w.poke()
+	}
+	return result(r)
+}
