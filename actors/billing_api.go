@@ -292,13 +292,21 @@ func (e *Engine) scanUsage(projectID string, from, to time.Time) ([]usageDay, us
 	return days, total, nil
 }
 
-// UsageSummary is GET /v1/usage/summary.
-func (e *Engine) UsageSummary(c *Caller, from, to string) ([]byte, *apierr.Error) {
+// usageReport parses the period and aggregates the project's finalized
+// usage over it: per day, and in total.
+func (e *Engine) usageReport(c *Caller, from, to string) (usagePeriodView, []usageDay, usageDay, *apierr.Error) {
 	f, t, err := usagePeriod(from, to)
 	if err != nil {
-		return nil, err
+		return usagePeriodView{}, nil, usageDay{}, err
 	}
-	_, total, err := e.scanUsage(c.ProjectID, f, t)
+	days, total, err := e.scanUsage(c.ProjectID, f, t)
+	// period.to is the instant after the last requested day.
+	return usagePeriodView{Timestamp(f), Timestamp(t.AddDate(0, 0, 1))}, days, total, err
+}
+
+// UsageSummary is GET /v1/usage/summary.
+func (e *Engine) UsageSummary(c *Caller, from, to string) ([]byte, *apierr.Error) {
+	period, _, total, err := e.usageReport(c, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -311,17 +319,12 @@ func (e *Engine) UsageSummary(c *Caller, from, to string) ([]byte, *apierr.Error
 		Rooms              int             `json:"rooms"`
 		Participants       int             `json:"participants"`
 		FinalizedOnly      bool            `json:"finalized_only"`
-	}{"usage_summary", c.ProjectID, usagePeriodView{Timestamp(f), Timestamp(t.AddDate(0, 0, 1))},
-		total.ParticipantSeconds, total.ParticipantMinutes, total.Rooms, total.Participants, true}), nil
+	}{"usage_summary", c.ProjectID, period, total.ParticipantSeconds, total.ParticipantMinutes, total.Rooms, total.Participants, true}), nil
 }
 
 // UsageDaily is GET /v1/usage/daily: one entry per day of the period, oldest first.
 func (e *Engine) UsageDaily(c *Caller, from, to string) ([]byte, *apierr.Error) {
-	f, t, err := usagePeriod(from, to)
-	if err != nil {
-		return nil, err
-	}
-	days, _, err := e.scanUsage(c.ProjectID, f, t)
+	period, days, _, err := e.usageReport(c, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -331,5 +334,5 @@ func (e *Engine) UsageDaily(c *Caller, from, to string) ([]byte, *apierr.Error) 
 		Period        usagePeriodView `json:"period"`
 		FinalizedOnly bool            `json:"finalized_only"`
 		Data          []usageDay      `json:"data"`
-	}{"usage_daily", c.ProjectID, usagePeriodView{Timestamp(f), Timestamp(t.AddDate(0, 0, 1))}, true, days}), nil
+	}{"usage_daily", c.ProjectID, period, true, days}), nil
 }
