@@ -195,8 +195,13 @@ func (a *projectActor) createEndpoint(m *createEndpoint) {
 		e.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{EndpointCreated: &ep})
-	a.publishEndpoints()
-	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+	publish := a.endpointsSnapshot()
+	e.store.Commit(b, func() {
+		// Visible to the dispatcher only once durable: a crash before that
+		// must not leave deliveries for an endpoint that never existed.
+		publish()
+		m.respond(reply{status: 201, body: body})
+	})
 }
 
 func (a *projectActor) disableEndpoint(m *disableEndpoint) {
@@ -216,27 +221,33 @@ func (a *projectActor) disableEndpoint(m *disableEndpoint) {
 	body := mustJSON(ep.view())
 	_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body, nil)
 	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
-	a.publishEndpoints()
+	a.publishEndpoints() // at once: failing safe, nothing more goes to it
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
 }
 
 // publishEndpoints makes the project's enabled endpoints visible to the
-// dispatcher (an immutable slice behind an atomic pointer).
-func (a *projectActor) publishEndpoints() {
-	var eps []*WebhookEndpoint
+// dispatcher (an immutable slice behind an atomic pointer) now.
+func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
+
+// endpointsSnapshot copies the endpoints (on the actor's goroutine) and
+// returns the function that publishes the copy, safe to run elsewhere.
+func (a *projectActor) endpointsSnapshot() func() {
+	var enabled, disabled []*WebhookEndpoint
 	for _, ep := range a.state.Endpoints {
+		c := *ep
 		if ep.Status == EndpointEnabled {
-			c := *ep
-			eps = append(eps, &c)
+			enabled = append(enabled, &c)
+		} else {
+			disabled = append(disabled, &c)
 		}
 	}
-	a.shared.endpoints.Store(&eps)
-	a.e.dispatcher.ensureWorkers(eps)
-	for _, ep := range a.state.Endpoints {
-		if ep.Status != EndpointEnabled {
-			if v, ok := a.e.dispatcher.workers.Load(ep.ID); ok {
-				c := *ep
-				v.(*endpointWorker).endpoint.Store(&c) // its worker idles from now on
+	shared, d := a.shared, a.e.dispatcher
+	return func() {
+		shared.endpoints.Store(&enabled)
+		d.ensureWorkers(enabled)
+		for _, ep := range disabled {
+			if v, ok := d.workers.Load(ep.ID); ok {
+				v.(*endpointWorker).endpoint.Store(ep) // its worker idles from now on
 			}
 		}
 	}

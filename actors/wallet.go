@@ -489,7 +489,8 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 	body := a.putTopupRecord(b, t)
 	a.e.emit(b, t.ProjectID, eventType, now, map[string]any{
 		"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
-		"currency": t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
+		"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
+		"currency":        t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
 	})
 	a.publish()
 	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
