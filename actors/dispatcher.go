@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
@@ -333,15 +334,27 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	if json.Unmarshal(raw, &dl) != nil {
 		return
 	}
+	if (dl.Status != DeliveryPending && dl.Status != DeliveryRetrying) || !bytes.Equal(due, dueKey(w.id, dl.NextAttemptAt, dl.ID)) {
+		// A manual retry moved the delivery after this batch was read: its
+		// own due key (if any) is the one to follow.
+		b := e.store.NewBatch()
+		_ = b.Delete(due, nil)
+		_ = e.store.CommitAndWait(b)
+		return
+	}
 	secret, ok := e.openSecret(ep)
 	if !ok {
 		return
 	}
 	requestedAt := e.clock.Now()
 	headers := webhooks.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
-	w.d.sem <- struct{}{}
-	res := w.d.sender.Deliver(context.Background(), ep.URL, headers, dl.Event)
-	<-w.d.sem
+	done := make(chan webhooks.Attempt, 1)
+	go func() {
+		w.d.sem <- struct{}{}
+		defer func() { <-w.d.sem }()
+		done <- w.d.sender.Deliver(context.Background(), ep.URL, headers, dl.Event)
+	}()
+	res := w.await(done, deliveryID)
 
 	dl.AttemptCount++
 	dl.ScheduleStep++
@@ -370,6 +383,38 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	}
 	_ = b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl), nil)
 	_ = e.store.CommitAndWait(b)
+}
+
+// await waits for the attempt in flight and meanwhile answers manual retry
+// requests, so that POST …/retry never waits for a slow receiver. The
+// delivery in flight is answered with its state as is: it is being
+// attempted now.
+func (w *endpointWorker) await(done <-chan webhooks.Attempt, inFlight string) webhooks.Attempt {
+	for {
+		select {
+		case res := <-done:
+			return res
+		case r := <-w.retry:
+			if r.deliveryID == inFlight {
+				r.reply <- w.inFlight(inFlight)
+			} else {
+				r.reply <- w.requeue(r.deliveryID)
+			}
+		}
+	}
+}
+
+// inFlight answers a manual retry of the delivery being attempted.
+func (w *endpointWorker) inFlight(deliveryID string) reply {
+	raw, err := w.d.e.store.Get(deliveryKey(w.id, deliveryID))
+	if err != nil {
+		return reply{err: errDeliveryNotFound(deliveryID)}
+	}
+	var dl Delivery
+	if json.Unmarshal(raw, &dl) != nil {
+		return reply{err: apierr.New(apierr.Internal, "unreadable delivery")}
+	}
+	return reply{status: 200, body: mustJSON(dl.view())}
 }
 
 // requeue makes a dead or retrying delivery due now (manual retry).

@@ -230,8 +230,12 @@ func (a *projectActor) disableEndpoint(m *disableEndpoint) {
 func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
 
 // endpointsSnapshot copies the endpoints (on the actor's goroutine) and
-// returns the function that publishes the copy, safe to run elsewhere.
+// returns the function that publishes the copy, safe to run elsewhere. A
+// creation publishes from its commit callback while a later DELETE
+// publishes at once, so the function does nothing if a newer snapshot was
+// already published: the older one would enable the deleted endpoint again.
 func (a *projectActor) endpointsSnapshot() func() {
+	seq := a.shared.endpointSnapshots.Add(1)
 	var enabled, disabled []*WebhookEndpoint
 	for _, ep := range a.state.Endpoints {
 		c := *ep
@@ -243,6 +247,12 @@ func (a *projectActor) endpointsSnapshot() func() {
 	}
 	shared, d := a.shared, a.e.dispatcher
 	return func() {
+		shared.publishMu.Lock()
+		defer shared.publishMu.Unlock()
+		if seq <= shared.publishedSnapshot {
+			return
+		}
+		shared.publishedSnapshot = seq
 		shared.endpoints.Store(&enabled)
 		d.ensureWorkers(enabled)
 		for _, ep := range disabled {

@@ -144,6 +144,13 @@ type projectShared struct {
 	account atomic.Pointer[accountShared]
 	// endpoints are the project's enabled webhook endpoints, for the dispatcher.
 	endpoints atomic.Pointer[[]*WebhookEndpoint]
+	// endpointSnapshots numbers the endpoint snapshots in the order the
+	// project actor takes them; publishedSnapshot (guarded by publishMu) is
+	// the newest one published. An older snapshot is never published over
+	// a newer one (see endpointsSnapshot).
+	endpointSnapshots atomic.Uint64
+	publishMu         sync.Mutex
+	publishedSnapshot uint64
 }
 
 type roomHandle struct {

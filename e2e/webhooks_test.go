@@ -94,12 +94,10 @@ func TestWebhookDeliveryRetryDeadAndRedeliver(t *testing.T) {
 		return e.do("GET", "/v1/webhook-endpoints/"+epID+"/deliveries?limit=1", e.Boot.APIKey, nil).must(t, 200).Data()[0]
 	}
 	e.eventually("retrying recorded", func() bool { return latest()["status"] == "retrying" })
-	e.clock.Advance(9 * time.Second)
-	time.Sleep(1500 * time.Millisecond) // a worker tick: nothing is due before 10 s
-	if n := len(rcv.deliveries()); n != 2 {
-		t.Fatalf("attempt before the schedule: %d deliveries", n)
+	if next := latest()["next_attempt_at"]; next != testEpoch.Add(10*time.Second).Format("2006-01-02T15:04:05.000Z") {
+		t.Fatalf("next attempt at %v, want 10 s after the first", next) // exact timing: TestWebhookRedirectTimeoutAndErrorsAreFailures
 	}
-	e.clock.Advance(time.Second)
+	e.clock.Advance(10 * time.Second)
 	e.eventually("second attempt at +10 s", func() bool { return len(rcv.deliveries()) == 3 })
 	e.clock.Advance(60 * time.Second)
 	e.eventually("third attempt at +60 s", func() bool { return len(rcv.deliveries()) == 4 })
