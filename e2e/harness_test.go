@@ -132,6 +132,16 @@ func (r *resp) Data() []map[string]any {
 // Authorization header; otherwise it is sent as a bearer credential.
 func (e *env) do(method, path, key string, body any, headers ...string) *resp {
 	e.t.Helper()
+	r, err := e.send(method, path, key, body, headers...)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// send is do without the testing.T: safe to call from any goroutine. It
+// returns the transport error instead of failing the test.
+func (e *env) send(method, path, key string, body any, headers ...string) (*resp, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -142,13 +152,13 @@ func (e *env) do(method, path, key string, body any, headers ...string) *resp {
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			e.t.Fatalf("encode body: %v", err)
+			return nil, err
 		}
 		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequest(method, e.Base+path, rd)
 	if err != nil {
-		e.t.Fatalf("request: %v", err)
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -162,15 +172,18 @@ func (e *env) do(method, path, key string, body any, headers ...string) *resp {
 	}
 	res, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, err
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
 	r := &resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	if len(raw) > 0 {
 		_ = json.Unmarshal(raw, &r.JSON)
 	}
-	return r
+	return r, nil
 }
 
 // must asserts the status and returns the response.

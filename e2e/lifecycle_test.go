@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -12,53 +9,6 @@ import (
 )
 
 // --- helpers shared by the core-service tests ------------------------------
-
-// send is do without the testing.T: safe to call from any goroutine. It
-// returns the transport error instead of failing the test.
-func (e *env) send(method, path, key string, body any, headers ...string) (*resp, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, e.Base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	for _, h := range headers {
-		name, value, _ := strings.Cut(h, ":")
-		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
-	}
-	res, err := e.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	r := &resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &r.JSON)
-	}
-	return r, nil
-}
 
 // parallel runs n requests at once (released together by a barrier) and
 // returns their responses in index order. A transport error fails the test.
