@@ -4,16 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"rtcd/internal/testtools"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -25,8 +23,6 @@ import (
 // skip only when that build fails.
 const (
 	mailpitVersion = "v1.30.5"
-	// mailpitBuildTimeout bounds building mailpit from a cold cache.
-	mailpitBuildTimeout = 5 * time.Minute
 	// mailpitStartTimeout bounds mailpit opening its database and ports.
 	mailpitStartTimeout = 30 * time.Second
 	// mailpitPollInterval is how often the tests ask mailpit's HTTP API
@@ -38,63 +34,11 @@ const (
 	testSMTPTimeoutSeconds = 10
 )
 
-var (
-	mailpitOnce sync.Once
-	mailpitBin  string
-	mailpitErr  error
-)
+// mailpit is found or built once per test binary (see package testtools).
+var mailpit = &testtools.Tool{Name: "mailpit", Package: "github.com/axllent/mailpit", Version: mailpitVersion,
+	EnvVar: "MAILPIT_BIN", ToolsDir: "../tools"}
 
-func mailpitBinary() (string, error) {
-	mailpitOnce.Do(func() {
-		mailpitBin, mailpitErr = findOrBuildMailpit()
-	})
-	return mailpitBin, mailpitErr
-}
-
-func findOrBuildMailpit() (string, error) {
-	if bin := os.Getenv("MAILPIT_BIN"); bin != "" {
-		return bin, nil
-	}
-	if bin, err := exec.LookPath("mailpit"); err == nil {
-		return bin, nil
-	}
-	cacheDir, err := os.UserCacheDir()
-	if err != nil {
-		cacheDir = os.TempDir()
-	}
-	dir := filepath.Join(cacheDir, "rtcd-tools", "mailpit-"+mailpitVersion)
-	bin := filepath.Join(dir, "mailpit")
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	toolsDir, err := filepath.Abs(filepath.Join("..", "tools"))
-	if err != nil {
-		return "", err
-	}
-	// Build next to the target and rename, so a concurrent or interrupted
-	// build never leaves a half-written binary at the cached path.
-	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	ctx, cancel := context.WithTimeout(context.Background(), mailpitBuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/axllent/mailpit")
-	cmd.Dir = toolsDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("go build github.com/axllent/mailpit in %s: %v\n%s", toolsDir, err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
+func mailpitBinary() (string, error) { return mailpit.Binary() }
 
 // freePort asks the kernel for a free loopback port. mailpit cannot report
 // the port it bound, so there is a small pick-then-bind window.

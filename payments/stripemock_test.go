@@ -2,13 +2,9 @@ package payments
 
 import (
 	"bufio"
-	"context"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
+	"rtcd/internal/testtools"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -21,8 +17,6 @@ import (
 // build fails.
 const (
 	stripeMockVersion = "v0.203.0"
-	// stripeMockBuildTimeout bounds building stripe-mock from a cold cache.
-	stripeMockBuildTimeout = 5 * time.Minute
 	// stripeMockStartTimeout bounds stripe-mock loading its spec and
 	// binding its port.
 	stripeMockStartTimeout = 60 * time.Second
@@ -31,73 +25,12 @@ const (
 	stripeMockListening = "Listening for HTTP at address: "
 )
 
-var (
-	stripeMockOnce sync.Once
-	stripeMockBin  string
-	stripeMockErr  error
-)
+// stripeMock is found or built once per test binary (see package testtools).
+var stripeMock = &testtools.Tool{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: stripeMockVersion,
+	EnvVar: "STRIPE_MOCK_BIN", ToolsDir: "../tools", LookGOPATH: true}
 
-// stripeMockBinary finds or builds the stripe-mock binary, once per test
-// binary.
-func stripeMockBinary() (string, error) {
-	stripeMockOnce.Do(func() {
-		stripeMockBin, stripeMockErr = findOrBuildStripeMock()
-	})
-	return stripeMockBin, stripeMockErr
-}
-
-func findOrBuildStripeMock() (string, error) {
-	if bin := os.Getenv("STRIPE_MOCK_BIN"); bin != "" {
-		return bin, nil
-	}
-	if bin, err := exec.LookPath("stripe-mock"); err == nil {
-		return bin, nil
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			bin := filepath.Join(dir, "bin", "stripe-mock")
-			if isExecutable(bin) {
-				return bin, nil
-			}
-		}
-	}
-	cacheDir, err := os.UserCacheDir()
-	if err != nil {
-		cacheDir = os.TempDir()
-	}
-	dir := filepath.Join(cacheDir, "rtcd-tools", "stripe-mock-"+stripeMockVersion)
-	bin := filepath.Join(dir, "stripe-mock")
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	toolsDir, err := filepath.Abs(filepath.Join("..", "tools"))
-	if err != nil {
-		return "", err
-	}
-	// Build next to the target and rename, so a concurrent or interrupted
-	// build never leaves a half-written binary at the cached path.
-	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	ctx, cancel := context.WithTimeout(context.Background(), stripeMockBuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "github.com/stripe/stripe-mock")
-	cmd.Dir = toolsDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("go build github.com/stripe/stripe-mock in %s: %v\n%s", toolsDir, err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
+// stripeMockBinary finds or builds the stripe-mock binary.
+func stripeMockBinary() (string, error) { return stripeMock.Binary() }
 
 // startStripeMock runs a private stripe-mock on free loopback ports and
 // returns its HTTP base URL; the process ends with the test. Asking the
