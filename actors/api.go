@@ -63,13 +63,7 @@ func (e *Engine) CreateRoom(c *Caller, p *RoomParams, idem *IdempotencyRequest) 
 	if err != nil {
 		return Result{}, err
 	}
-	h, err := e.projectOf(c)
-	if err != nil {
-		return Result{}, err
-	}
-	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
-		return e.ask(h.pid, &createRoom{caller: c, params: v, idem: ip})
-	}))
+	return e.createInProject(c, idem, func(ip *idemPending) command { return &createRoom{caller: c, params: v, idem: ip} })
 }
 
 // GetRoom reads a room's record (GET /v1/rooms/{id}).
@@ -257,13 +251,7 @@ func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyReque
 	if err != nil {
 		return Result{}, err
 	}
-	h, err := e.projectOf(c)
-	if err != nil {
-		return Result{}, err
-	}
-	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
-		return e.ask(h.pid, &createKey{caller: c, name: name, scopes: requested, idem: ip})
-	}))
+	return e.createInProject(c, idem, func(ip *idemPending) command { return &createKey{caller: c, name: name, scopes: requested, idem: ip} })
 }
 
 func parseScopes(names []string) (scopes.Set, *apierr.Error) {

@@ -13,13 +13,7 @@ func (e *Engine) CreateEndpoint(c *Caller, p *EndpointParams, idem *IdempotencyR
 	if err != nil {
 		return Result{}, err
 	}
-	h, err := e.projectOf(c)
-	if err != nil {
-		return Result{}, err
-	}
-	return result(e.idempotent(c, idem, func(ip *idemPending) reply {
-		return e.ask(h.pid, &createEndpoint{caller: c, url: url, events: events, idem: ip})
-	}))
+	return e.createInProject(c, idem, func(ip *idemPending) command { return &createEndpoint{caller: c, url: url, events: events, idem: ip} })
 }
 
 // ListEndpoints is GET /v1/webhook-endpoints: enabled and disabled, newest first.

@@ -150,6 +150,17 @@ func (e *Engine) idempotent(c *Caller, req *IdempotencyRequest, op func(p *idemP
 	return res
 }
 
+// createInProject runs a create that the caller's project actor performs,
+// at most once per Idempotency-Key (cmd receives the pending key to seal
+// the response into the create's own batch).
+func (e *Engine) createInProject(c *Caller, req *IdempotencyRequest, cmd func(ip *idemPending) command) (Result, *apierr.Error) {
+	h, err := e.projectOf(c)
+	if err != nil {
+		return Result{}, err
+	}
+	return result(e.idempotent(c, req, func(ip *idemPending) reply { return e.ask(h.pid, cmd(ip)) }))
+}
+
 // checkIdempotency is the project actor's rule for an arriving key.
 func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPending) reply {
 	now := e.clock.Now()
