@@ -21,6 +21,8 @@ const (
 	labelMediaToken       = "rtcd/media-token/v1"
 	labelIdempotency      = "rtcd/idempotency/v1"
 	labelPaymentsSandbox  = "rtcd/payments-sandbox/v1"
+	labelDashboardSecret  = "rtcd/dashboard-secret-hash/v1"
+	labelGoogleState      = "rtcd/google-state/v1"
 )
 
 // ErrMasterKeyTooShort is returned by DeriveKeys when the master secret is
@@ -38,6 +40,8 @@ type Keys struct {
 	mediaToken       [32]byte
 	idempotency      [32]byte
 	paymentsSandbox  [32]byte
+	dashboardSecret  [32]byte
+	googleState      [32]byte
 }
 
 // DeriveKeys derives all subkeys from master. master must be at least
@@ -53,6 +57,8 @@ func DeriveKeys(master []byte) (Keys, error) {
 		mediaToken:       deriveSubkey(master, labelMediaToken),
 		idempotency:      deriveSubkey(master, labelIdempotency),
 		paymentsSandbox:  deriveSubkey(master, labelPaymentsSandbox),
+		dashboardSecret:  deriveSubkey(master, labelDashboardSecret),
+		googleState:      deriveSubkey(master, labelGoogleState),
 	}, nil
 }
 
@@ -66,6 +72,10 @@ func (k Keys) Idempotency() [32]byte { return k.idempotency }
 // PaymentsSandbox returns the key the sandbox payment provider signs its
 // checkout links and callbacks with.
 func (k Keys) PaymentsSandbox() [32]byte { return k.paymentsSandbox }
+
+// GoogleState returns the key the Google sign-in derives its nonce and PKCE
+// verifier from the caller's state with.
+func (k Keys) GoogleState() [32]byte { return k.googleState }
 
 // MediaToken returns the media token subkey. It exists so the media node can
 // be provisioned with only this key (see NewMediaVerifier) instead of the

@@ -25,6 +25,8 @@ const (
 	Charge         = "chg_"
 	Endpoint       = "we_"
 	Delivery       = "wdl_"
+	User           = "usr_"
+	Invitation     = "inv_"
 )
 
 // randomBytes is the entropy of an id; 15 bytes encode to 24 base32 chars.
