@@ -11,6 +11,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
+	"rtcd/mail"
 	"rtcd/money"
 	"rtcd/persistence"
 	"rtcd/scopes"
@@ -411,13 +412,25 @@ type BootstrapResult struct {
 	ProjectID string `json:"project_id"`
 	APIKeyID  string `json:"api_key_id"`
 	APIKey    string `json:"api_key"`
+	// OwnerEmail is the dashboard user who owns the workspace.
+	OwnerEmail string `json:"owner_email"`
 }
 
 // Bootstrap creates the first workspace, its project and an API key holding
 // every scope, in one durable batch. Run before the engine starts.
 // billing gives the opening credit (Billing.BootstrapCredit), recorded as
 // an adjustment in the ledger so the ledger always sums to the balance.
-func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing) (BootstrapResult, error) {
+// ownerEmail becomes the workspace's owner in the dashboard (signing in
+// by e-mail link with it reaches the workspace).
+func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing, ownerEmail string) (BootstrapResult, error) {
+	owner, ok := normalizeEmail(ownerEmail)
+	if ok {
+		_, err := mail.ParseAddress(owner)
+		ok = err == nil
+	}
+	if !ok {
+		return BootstrapResult{}, fmt.Errorf("actors: owner e-mail %q is not an address", ownerEmail)
+	}
 	if ok, err := Initialized(s); err != nil || ok {
 		if err == nil {
 			err = ErrAlreadyInitialized
@@ -460,10 +473,25 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
 	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit), nil)
+	dir := newDirectoryState()
+	user := User{ID: ids.New(ids.User), Email: owner, Name: "", CreatedAt: now}
+	for _, ev := range []directoryEvent{
+		{UserCreated: &user},
+		{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}},
+		{MemberSet: &memberSet{AccountID: accountID, UserID: user.ID, Role: RoleOwner, At: now}},
+		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}},
+	} {
+		dir.apply(&ev)
+	}
+	persistence.WriteSnapshotAt(b, directoryActorID, 0, encode(dir))
+	wsAudit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
+		Target: AuditTarget{Type: "account", ID: accountID}, CreatedAt: Timestamp(now),
+		Details: map[string]any{"name": account.Name, "owner_email": owner}}
+	_ = b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), mustJSON(wsAudit), nil)
 	_ = b.Set(keyCheckKey, keyCheck(keys), nil)
 	_ = b.Set(initializedKey, []byte(Timestamp(now)), nil)
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err
 	}
-	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret}, nil
+	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret, OwnerEmail: owner}, nil
 }

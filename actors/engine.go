@@ -97,9 +97,19 @@ type Engine struct {
 	projectMailbox     atomic.Int64
 	roomMailbox        atomic.Int64
 	walletMailbox      atomic.Int64
+	directoryMailbox   atomic.Int64
 	connectResults     func(code string) // observes each connect's outcome; may be nil
 
 	dispatcher *dispatcher
+
+	// directory is the actor owning users, sessions, workspaces, members
+	// and invitations; directoryShared is what it publishes for
+	// authentication.
+	directory       *actor.PID
+	directoryShared *directoryShared
+	mailer          atomic.Pointer[Mailer]
+	mailQueue       chan outgoingMail
+	mailDone        chan struct{}
 
 	media             atomic.Pointer[MediaEngine]
 	lastPresenceNanos atomic.Int64 // the At of the last presence report (0: never)
@@ -173,6 +183,9 @@ func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimi
 		settings: s, store: store, clock: clk, limiter: limiter, keys: keys, aead: aead,
 		system: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLogger)),
 		stop:   make(chan struct{}), done: make(chan struct{}),
+		directoryShared: &directoryShared{},
+		mailQueue:       make(chan outgoingMail, mailQueueCapacity),
+		mailDone:        make(chan struct{}),
 	}
 	e.apiKeys.init()
 	e.dispatcher = newDispatcher(e)
@@ -225,12 +238,22 @@ func (e *Engine) Start() error {
 			return err
 		}
 	}
+	// The directory last: creating a workspace or project spawns wallet
+	// and project actors, which must not race the recovery of their peers.
+	directoryErrs := make(chan error, 1)
+	e.spawnDirectory(directoryErrs)
+	e.recovering.Wait()
+	close(directoryErrs)
+	if err := <-directoryErrs; err != nil {
+		return err
+	}
 	// Silence of the media node counts from now: a node that never reports
 	// after this start is treated as gone after mediaPresenceTimeout.
 	started := time.Now()
 	e.lastPresenceSeen.Store(&started)
 	e.lastPresenceNanos.Store(e.clock.Now().UnixNano())
 	go e.sweepLoop()
+	go e.mailLoop()
 	return nil
 }
 
@@ -242,8 +265,13 @@ func (e *Engine) Start() error {
 func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
+	<-e.mailDone
 	e.dispatcher.close()
 	var stopping []*actor.Future
+	if e.directory != nil {
+		// The directory first: it may spawn wallets and projects.
+		_ = e.system.Root.StopFuture(e.directory).Wait()
+	}
 	e.rooms.Range(func(_, v any) bool {
 		stopping = append(stopping, e.system.Root.StopFuture(v.(*roomHandle).pid))
 		return true
@@ -337,6 +365,7 @@ func (e *Engine) sweepLoop() {
 				e.system.Root.Send(v.(*walletHandle).pid, sweep{})
 				return true
 			})
+			e.system.Root.Send(e.directory, sweep{})
 			if now := e.clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
 				// Rate counters of past windows are dropped once a minute.

@@ -171,6 +171,9 @@ type projectEvent struct {
 
 	EndpointCreated  *WebhookEndpoint  `json:"endpoint_created,omitempty"`
 	EndpointDisabled *endpointDisabled `json:"endpoint_disabled,omitempty"`
+
+	ProjectRenamed  *projectRenamed  `json:"project_renamed,omitempty"`
+	ProjectArchived *projectArchived `json:"project_archived,omitempty"`
 }
 
 type endpointDisabled struct {
@@ -233,6 +236,11 @@ func (s *projectState) apply(e *projectEvent) {
 			k.RevokedAt = e.APIKeyRevoked.At
 			s.ActiveKeys--
 		}
+	case e.ProjectRenamed != nil:
+		s.Project.Name = e.ProjectRenamed.Name
+	case e.ProjectArchived != nil:
+		s.Project.Status = ProjectArchived
+		s.Project.ArchivedAt = e.ProjectArchived.At
 	}
 }
 

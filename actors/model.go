@@ -137,6 +137,8 @@ type Project struct {
 	Status    string    `json:"status"`
 	Limits    *Limits   `json:"limits,omitempty"` // nil: follow the server's current defaults
 	CreatedAt time.Time `json:"created_at"`
+	// ArchivedAt is when the project was archived (zero while active).
+	ArchivedAt time.Time `json:"archived_at"`
 }
 
 // Actor is who performed an operation, for audit logs.

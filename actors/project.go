@@ -18,9 +18,10 @@ import (
 // Caller is the authenticated principal of a request.
 type Caller struct {
 	ProjectID string
-	ActorType string // "api_key" (dashboard users arrive with the dashboard issue)
+	ActorType string // "api_key", or "user" for a dashboard session with X-Project-Id
 	ActorID   string
 	Scopes    scopes.Set
+	Role      string // the user's workspace role when ActorType is "user"
 	RequestID string
 	SourceIP  string
 }
@@ -100,6 +101,10 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		a.createEndpoint(m)
 	case *disableEndpoint:
 		a.disableEndpoint(m)
+	case *renameProject:
+		a.renameProject(m)
+	case *archiveProject:
+		a.archiveProject(m)
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
 	case sweep:
@@ -156,6 +161,10 @@ func (a *projectActor) recover() {
 		return
 	}
 	a.shared.account.Store(wh.shared)
+	// The wallet lists its workspace's projects (billing audits and
+	// webhooks go to each); a project created by the dashboard joins that
+	// list here, idempotently, so a crash between the two cannot lose it.
+	a.e.system.Root.Send(wh.pid, &addProject{projectID: a.id})
 	a.publish()
 	a.publishEndpoints()
 	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
@@ -198,6 +207,11 @@ func (a *projectActor) record(b *pebble.Batch, events ...projectEvent) {
 func (a *projectActor) createRoom(m *createRoom) {
 	e := a.e
 	p := a.shared.project.Load()
+	if p.Status != ProjectActive {
+		// Archived while this request was on its way.
+		m.respond(reply{err: errBadCredential})
+		return
+	}
 	limits := e.limitsOf(p)
 	if len(a.state.ActiveRooms)-int(a.shared.endedRooms.Load()) >= limits.MaxActiveRooms {
 		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).

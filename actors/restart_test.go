@@ -100,7 +100,7 @@ func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"})
+	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"}, "owner@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

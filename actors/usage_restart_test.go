@@ -31,7 +31,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ok, _ := Initialized(store); !ok {
-			if _, err := Bootstrap(store, keys, clk, billing); err != nil {
+			if _, err := Bootstrap(store, keys, clk, billing, "owner@example.com"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -56,6 +56,22 @@ type Config struct {
 	WebhookTimeoutSeconds       int
 	WebhookRetryScheduleSeconds string // comma-separated delays
 
+	// The dashboard: who owns the first workspace, where links point, how
+	// mail is sent, and Google sign-in.
+	OwnerEmail         string
+	DashboardURL       string
+	MailFrom           string
+	SMTPHost           string // empty: write mail to <data-dir>/outbox/
+	SMTPPort           int
+	SMTPUsername       string
+	SMTPPassword       string
+	SMTPTLS            string
+	SMTPTimeoutSeconds int
+	GoogleClientID     string
+	GoogleClientSecret string
+	GoogleIssuer       string
+	GoogleRedirectURL  string
+
 	MediaTokenTTLSeconds   int
 	SnapshotEveryEvents    int
 	ShutdownTimeoutSeconds int
@@ -113,6 +129,19 @@ func (c *Config) Settings() []Setting {
 		{Name: "webhook-extra-ca-file", Default: "", Help: "TESTING ONLY: a PEM file of CAs trusted for webhook deliveries besides the system roots", str: &c.WebhookExtraCAFile},
 		{Name: "webhook-timeout-seconds", Default: "10", Help: "timeout of one webhook delivery attempt", num: &c.WebhookTimeoutSeconds},
 		{Name: "webhook-retry-schedule", Default: "10,60,300,1800,7200,21600,86400", Help: "delays in seconds between webhook attempts after a failure; after the last the delivery is dead", str: &c.WebhookRetryScheduleSeconds},
+		{Name: "owner-email", Default: "owner@localhost", Help: "e-mail address of the first workspace's owner, created by rtcd init or the first start; sign in to the dashboard with it", str: &c.OwnerEmail},
+		{Name: "dashboard-url", Default: "", Help: "origin of the dashboard that sign-in and invitation links point at (never taken from a request's Host); empty: the public URL", str: &c.DashboardURL},
+		{Name: "mail-from", Default: "rtcd@localhost", Help: "sender address of sign-in and invitation mail", str: &c.MailFrom},
+		{Name: "smtp-host", Default: "", Help: "SMTP server for dashboard mail; empty: write each message as an .eml file to <data-dir>/outbox/ and log its link", str: &c.SMTPHost},
+		{Name: "smtp-port", Default: "587", Help: "SMTP server port", num: &c.SMTPPort},
+		{Name: "smtp-username", Default: "", Help: "SMTP user (empty: no authentication)", str: &c.SMTPUsername},
+		{Name: "smtp-password", Default: "", Help: "SMTP password", str: &c.SMTPPassword},
+		{Name: "smtp-tls", Default: "starttls", Help: "starttls (required), tls (implicit, usually port 465) or none (trusted networks only)", str: &c.SMTPTLS},
+		{Name: "smtp-timeout-seconds", Default: "30", Help: "timeout of sending one message, dial to QUIT", num: &c.SMTPTimeoutSeconds},
+		{Name: "google-client-id", Default: "", Help: "OAuth client id of Google sign-in; empty: Google sign-in is off", str: &c.GoogleClientID},
+		{Name: "google-client-secret", Default: "", Help: "OAuth client secret of Google sign-in", str: &c.GoogleClientSecret},
+		{Name: "google-issuer", Default: "https://accounts.google.com", Help: "OpenID issuer of Google sign-in (tests point it at a local provider)", str: &c.GoogleIssuer},
+		{Name: "google-redirect-url", Default: "", Help: "redirect URL registered with the provider; empty: <dashboard url>/sign-in/google", str: &c.GoogleRedirectURL},
 		{Name: "media-token-ttl-seconds", Default: "60", Help: "lifetime of the media token and connect session", num: &c.MediaTokenTTLSeconds},
 		{Name: "snapshot-every-events", Default: "1000", Help: "an actor writes a snapshot every this many journal events", num: &c.SnapshotEveryEvents},
 		{Name: "shutdown-timeout-seconds", Default: "15", Help: "on SIGTERM, how long in-flight requests may take to finish", num: &c.ShutdownTimeoutSeconds},
@@ -266,6 +295,9 @@ func (c *Config) Validate() error {
 	if c.WebhookTimeoutSeconds < 1 || c.WebhookTimeoutSeconds > 60 {
 		return fmt.Errorf("--webhook-timeout-seconds must be 1 to 60")
 	}
+	if err := c.validateDashboard(); err != nil {
+		return err
+	}
 	if c.MediaTokenTTLSeconds < 1 {
 		return fmt.Errorf("--media-token-ttl-seconds must be at least 1")
 	}
@@ -278,4 +310,53 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--log-level=%q: want debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// validateDashboard checks the dashboard's settings.
+func (c *Config) validateDashboard() error {
+	if c.OwnerEmail == "" || strings.ContainsAny(c.OwnerEmail, " \t\r\n<>") || strings.Count(c.OwnerEmail, "@") != 1 {
+		return fmt.Errorf("--owner-email=%q: want a bare e-mail address", c.OwnerEmail)
+	}
+	if c.MailFrom == "" || strings.ContainsAny(c.MailFrom, " \t\r\n<>") || strings.Count(c.MailFrom, "@") != 1 {
+		return fmt.Errorf("--mail-from=%q: want a bare e-mail address", c.MailFrom)
+	}
+	for _, o := range []struct{ name, v string }{{"dashboard-url", c.DashboardURL}, {"google-redirect-url", c.GoogleRedirectURL}, {"google-issuer", c.GoogleIssuer}} {
+		if o.v == "" {
+			continue
+		}
+		u, err := url.Parse(o.v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--%s=%q: want an http:// or https:// URL", o.name, o.v)
+		}
+	}
+	switch c.SMTPTLS {
+	case "starttls", "tls", "none":
+	default:
+		return fmt.Errorf("--smtp-tls=%q: want starttls, tls or none", c.SMTPTLS)
+	}
+	if c.SMTPPort < 1 || c.SMTPPort > 65535 {
+		return fmt.Errorf("--smtp-port must be 1 to 65535")
+	}
+	if c.SMTPTimeoutSeconds < 1 || c.SMTPTimeoutSeconds > 300 {
+		return fmt.Errorf("--smtp-timeout-seconds must be 1 to 300")
+	}
+	if (c.GoogleClientID == "") != (c.GoogleClientSecret == "") {
+		return fmt.Errorf("--google-client-id and --google-client-secret go together")
+	}
+	if c.GoogleClientID != "" && c.GoogleIssuer == "" {
+		return fmt.Errorf("--google-issuer must not be empty when Google sign-in is on")
+	}
+	return nil
+}
+
+// DashboardOrigin is where dashboard links point: --dashboard-url, else
+// --public-url, else http://<listen address>.
+func (c *Config) DashboardOrigin() string {
+	switch {
+	case c.DashboardURL != "":
+		return strings.TrimRight(c.DashboardURL, "/")
+	case c.PublicURL != "":
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	return "http://" + c.Listen
 }

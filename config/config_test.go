@@ -91,6 +91,10 @@ func TestDefaults(t *testing.T) {
 		"default-participant-creates-per-minute": 6000, "default-connect-requests-per-minute": 60000,
 		"connect-per-ip-per-minute": 6000, "media-token-ttl-seconds": 60, "snapshot-every-events": 1000,
 		"shutdown-timeout-seconds": 15, "trust-forwarded-for": false, "log-level": "info",
+		"owner-email": "owner@localhost", "dashboard-url": "", "mail-from": "rtcd@localhost",
+		"smtp-host": "", "smtp-port": 587, "smtp-username": "", "smtp-password": "", "smtp-tls": "starttls",
+		"smtp-timeout-seconds": 30, "google-client-id": "", "google-client-secret": "",
+		"google-issuer": "https://accounts.google.com", "google-redirect-url": "",
 	}
 	settings := c.Settings()
 	if len(settings) != len(want) {
@@ -171,6 +175,19 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_WEBHOOK_EXTRA_CA_FILE":                  "/tmp/ca.pem",
 		"RTCD_WEBHOOK_TIMEOUT_SECONDS":                "5",
 		"RTCD_WEBHOOK_RETRY_SCHEDULE":                 "1,2,3",
+		"RTCD_OWNER_EMAIL":                            "ops@example.com",
+		"RTCD_DASHBOARD_URL":                          "https://app.example.com",
+		"RTCD_MAIL_FROM":                              "no-reply@example.com",
+		"RTCD_SMTP_HOST":                              "smtp.example.com",
+		"RTCD_SMTP_PORT":                              "465",
+		"RTCD_SMTP_USERNAME":                          "mailer",
+		"RTCD_SMTP_PASSWORD":                          "pw",
+		"RTCD_SMTP_TLS":                               "tls",
+		"RTCD_SMTP_TIMEOUT_SECONDS":                   "12",
+		"RTCD_GOOGLE_CLIENT_ID":                       "cid",
+		"RTCD_GOOGLE_CLIENT_SECRET":                   "csecret",
+		"RTCD_GOOGLE_ISSUER":                          "https://issuer.example.com",
+		"RTCD_GOOGLE_REDIRECT_URL":                    "https://app.example.com/cb",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +204,10 @@ func TestEnvironmentApplies(t *testing.T) {
 		TopupExpirySeconds: 1800, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
 		StripeSecretKey: "sk_test_x", StripeWebhookSecret: "whsec_x", StripeAPIBase: "http://127.0.0.1:12111",
 		WebhookAllowPrivate: true, WebhookExtraCAFile: "/tmp/ca.pem", WebhookTimeoutSeconds: 5, WebhookRetryScheduleSeconds: "1,2,3",
+		OwnerEmail: "ops@example.com", DashboardURL: "https://app.example.com", MailFrom: "no-reply@example.com",
+		SMTPHost: "smtp.example.com", SMTPPort: 465, SMTPUsername: "mailer", SMTPPassword: "pw", SMTPTLS: "tls",
+		SMTPTimeoutSeconds: 12, GoogleClientID: "cid", GoogleClientSecret: "csecret",
+		GoogleIssuer: "https://issuer.example.com", GoogleRedirectURL: "https://app.example.com/cb",
 	}
 	if *c != want {
 		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)
@@ -304,5 +325,40 @@ func TestMediaURLMustBeSecureOffLoopback(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("--media-url=%q: err %v, want ok=%v", raw, err, ok)
 		}
+	}
+}
+
+func TestDashboardSettingsValidate(t *testing.T) {
+	for _, args := range [][]string{
+		{"--owner-email=not-an-address"},
+		{"--owner-email=a b@example.com"},
+		{"--mail-from=Name <x@example.com>"},
+		{"--dashboard-url=ftp://example.com"},
+		{"--dashboard-url=example.com"},
+		{"--google-redirect-url=javascript:alert(1)"},
+		{"--smtp-tls=ssl"},
+		{"--smtp-port=70000"},
+		{"--smtp-timeout-seconds=0"},
+		{"--google-client-id=abc"},
+		{"--google-client-id=abc", "--google-client-secret=s", "--google-issuer="},
+	} {
+		if _, err := Parse("test", args, noEnv); err == nil {
+			t.Errorf("Parse(%v) accepted an invalid dashboard setting", args)
+		}
+	}
+	c, err := Parse("test", []string{"--public-url=https://api.example.com/"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.DashboardOrigin(); got != "https://api.example.com" {
+		t.Errorf("DashboardOrigin falls back to the public URL: got %q", got)
+	}
+	c, _ = Parse("test", []string{"--public-url=https://api.example.com", "--dashboard-url=https://app.example.com"}, noEnv)
+	if got := c.DashboardOrigin(); got != "https://app.example.com" {
+		t.Errorf("DashboardOrigin prefers --dashboard-url: got %q", got)
+	}
+	c, _ = Parse("test", nil, noEnv)
+	if got := c.DashboardOrigin(); got != "http://127.0.0.1:8080" {
+		t.Errorf("DashboardOrigin defaults to the listen address: got %q", got)
 	}
 }

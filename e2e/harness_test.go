@@ -40,6 +40,8 @@ type bootstrap struct {
 	ProjectID string `json:"project_id"`
 	APIKeyID  string `json:"api_key_id"`
 	APIKey    string `json:"api_key"`
+	// OwnerEmail signs in to the dashboard as the workspace's owner.
+	OwnerEmail string `json:"owner_email"`
 }
 
 // start runs a server with a fresh data dir. extraArgs are `rtcd serve`

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
 	"rtcd/apierr"
+	"rtcd/googleauth"
 	"rtcd/ids"
 	"rtcd/metrics"
 	"rtcd/scopes"
@@ -58,7 +59,8 @@ type Server struct {
 	// hop, for deployments behind a proxy the operator controls.
 	trustForwardedFor bool
 	serverInfo        SystemInfo
-	inFlight          atomic.Int64 // requests being served (MaxConcurrentRequests)
+	google            *googleauth.Provider // nil: Google sign-in is off
+	inFlight          atomic.Int64         // requests being served (MaxConcurrentRequests)
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -94,6 +96,7 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 	}
 	s.routes()
 	s.billingRoutes(pay)
+	s.dashboardRoutes()
 	return s
 }
 
@@ -183,15 +186,17 @@ type authMode int
 
 const (
 	noAuth   authMode = iota // POST /v1/connect (token in the body), fallbacks
-	apiKey                   // Bearer sk_live_…
-	apiKeyNo                 // Bearer sk_live_…, no particular scope
+	apiKey                   // Bearer sk_live_…, or a session with X-Project-Id
+	apiKeyNo                 // the same, no particular scope
+	session                  // Bearer rtc_us_… (dashboard routes)
 )
 
 // reqCtx is one request's context.
 type reqCtx struct {
 	ctx       *fasthttp.RequestCtx
 	requestID string
-	caller    *actors.Caller
+	caller    *actors.Caller        // project routes
+	user      *actors.DashboardUser // dashboard routes
 }
 
 func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required ...scopes.Scope) fasthttp.RequestHandler {
@@ -263,25 +268,71 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 	const bearer = "Bearer "
 	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)-1], []byte(bearer[:len(bearer)-1])) || authz[len(bearer)-1] != ' ' {
 		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd"`)
-		rc.fail(apierr.New(apierr.AuthenticationFailed, "send an API key as Authorization: Bearer sk_live_…"))
+		if mode == session {
+			rc.fail(apierr.New(apierr.AuthenticationFailed, "send a dashboard session as Authorization: Bearer rtc_us_…"))
+		} else {
+			rc.fail(apierr.New(apierr.AuthenticationFailed, "send an API key as Authorization: Bearer sk_live_…"))
+		}
 		return false
 	}
-	caller, err := s.engine.Authenticate(string(authz[len(bearer):]))
+	token := authz[len(bearer):]
+	if mode == session {
+		return s.authorizeSession(rc, token)
+	}
+	var caller *actors.Caller
+	var err *apierr.Error
+	if isSessionToken(token) {
+		// A dashboard session on a project route names its project.
+		projectID := rc.ctx.Request.Header.Peek("X-Project-Id")
+		if len(projectID) == 0 {
+			rc.fail(apierr.New(apierr.InvalidRequest, "a dashboard session on a project route needs the X-Project-Id header").
+				WithDetails("header", "X-Project-Id"))
+			return false
+		}
+		caller, err = s.engine.AuthenticateSessionForProject(string(token), string(projectID))
+	} else {
+		caller, err = s.engine.Authenticate(string(token))
+	}
 	if err != nil {
-		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd", error="invalid_token"`)
+		if err.Code == apierr.AuthenticationFailed {
+			rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd", error="invalid_token"`)
+		}
 		rc.fail(err)
 		return false
 	}
 	for _, sc := range required {
 		if !caller.Scopes.Has(sc) {
-			rc.fail(apierr.New(apierr.PermissionDenied, "this API key lacks the %s scope", sc.Name()).
-				WithDetails("required_scope", sc.Name()))
+			msg := apierr.New(apierr.PermissionDenied, "this API key lacks the %s scope", sc.Name())
+			if caller.ActorType == "user" {
+				msg = apierr.New(apierr.PermissionDenied, "the %s role does not allow this (it needs the %s scope)", caller.Role, sc.Name()).
+					WithDetails("role", caller.Role)
+			}
+			rc.fail(msg.WithDetails("required_scope", sc.Name()))
 			return false
 		}
 	}
 	caller.RequestID = rc.requestID
 	caller.SourceIP = s.sourceIP(rc.ctx)
 	rc.caller = caller
+	return true
+}
+
+// authorizeSession authenticates a dashboard route's session token.
+func (s *Server) authorizeSession(rc *reqCtx, token []byte) bool {
+	if !isSessionToken(token) {
+		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd", error="invalid_token"`)
+		rc.fail(apierr.New(apierr.AuthenticationFailed, "dashboard routes take a session token (rtc_us_…), not an API key"))
+		return false
+	}
+	user, err := s.engine.AuthenticateSession(string(token))
+	if err != nil {
+		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd", error="invalid_token"`)
+		rc.fail(err)
+		return false
+	}
+	user.RequestID = rc.requestID
+	user.SourceIP = s.sourceIP(rc.ctx)
+	rc.user = user
 	return true
 }
 

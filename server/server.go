@@ -26,6 +26,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/googleauth"
 	api "rtcd/http"
 	"rtcd/media"
 	"rtcd/metrics"
@@ -99,7 +100,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return fail(err)
 	}
 	if !initialized {
-		res, err := actors.Bootstrap(store, keys, clk, BillingFromConfig(cfg))
+		res, err := actors.Bootstrap(store, keys, clk, BillingFromConfig(cfg), cfg.OwnerEmail)
 		if err != nil {
 			return fail(err)
 		}
@@ -186,7 +187,24 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		engine.Stop()
 		return fail(err)
 	}
-	s.api = api.New(engine, m, Version, cfg.TrustForwardedFor, pay).NewFastHTTPServer()
+	origin := dashboardOrigin(cfg, s.apiLn.Addr().String())
+	mailer, err := newMailer(cfg, clk, origin)
+	if err == nil {
+		engine.SetMailer(mailer)
+	}
+	var google *googleauth.Provider
+	if err == nil {
+		google, err = newGoogle(cfg, keys, clk, origin)
+	}
+	if err != nil {
+		_ = s.apiLn.Close()
+		_ = s.metricsLn.Close()
+		engine.Stop()
+		return fail(err)
+	}
+	apiSrv := api.New(engine, m, Version, cfg.TrustForwardedFor, pay)
+	apiSrv.SetGoogle(google)
+	s.api = apiSrv.NewFastHTTPServer()
 	adminToken, err := LoadOrCreateAdminToken(cfg.DataDir)
 	if err != nil {
 		_ = s.apiLn.Close()

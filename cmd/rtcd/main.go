@@ -64,7 +64,9 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  rtcd init  --data-dir DIR   create a workspace, one project and an API key holding every scope
+  rtcd init  --data-dir DIR [--owner-email ADDR]
+                              create a workspace owned by ADDR (default owner@localhost),
+                              one project and an API key holding every scope
   rtcd serve [flags]          serve the API; rtcd serve -h lists every flag and its RTCD_ variable
   rtcd media [--listen ADDR] [--control-url URL] [--media-key HEX | --data-dir DIR]
                               run the reference media node on its own, reporting to a control plane
@@ -110,7 +112,7 @@ func runInit(args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := actors.Bootstrap(store, keys, clock.Real{}, server.BillingFromConfig(cfg))
+	res, err := actors.Bootstrap(store, keys, clock.Real{}, server.BillingFromConfig(cfg), cfg.OwnerEmail)
 	if errors.Is(err, actors.ErrAlreadyInitialized) {
 		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
 	}

@@ -1,0 +1,560 @@
+package actors
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/ids"
+	"rtcd/mail"
+	"rtcd/persistence"
+)
+
+// Request bodies of the dashboard routes. Pointers tell absent from zero.
+type (
+	// EmailStartParams is the body of POST /v1/auth/email/start.
+	EmailStartParams struct {
+		Email           *string `json:"email"`
+		InvitationToken *string `json:"invitation_token"`
+	}
+	// EmailTokenParams is the body of POST /v1/auth/email/peek and verify.
+	EmailTokenParams struct {
+		Token *string `json:"token"`
+	}
+	// NameParams is the body of PATCH /v1/me, POST and PATCH of accounts
+	// and projects.
+	NameParams struct {
+		Name *string `json:"name"`
+	}
+	// MemberParams is the body of PATCH /v1/accounts/{id}/members/{user_id}.
+	MemberParams struct {
+		Role *string `json:"role"`
+	}
+	// InvitationParams is the body of POST /v1/accounts/{id}/invitations.
+	InvitationParams struct {
+		Email *string `json:"email"`
+		Role  *string `json:"role"`
+	}
+	// AcceptParams is the body of POST /v1/invitations/accept.
+	AcceptParams struct {
+		InvitationToken *string `json:"invitation_token"`
+	}
+)
+
+// Bounds of the dashboard's request fields.
+const (
+	// MaxDisplayNameBytes bounds user, workspace and project names.
+	MaxDisplayNameBytes = 128
+	// maxPlausibleEmailBytes: a longer "address" is not one (RFC 5321).
+	maxPlausibleEmailBytes = mail.MaxAddressBytes
+	// SignInStartsPerIPPerMinute limits POST /v1/auth/email/start per
+	// source IP (429); the per-address limit is SignInMailsPerAddressPerHour.
+	SignInStartsPerIPPerMinute = 10
+	// SignInAttemptsPerIPPerMinute limits peek, verify and Google sign-in
+	// per source IP (429).
+	SignInAttemptsPerIPPerMinute = 30
+)
+
+// emailStartAccepted is the one body of POST /v1/auth/email/start: the same
+// bytes whether or not the address has an account, is malformed but
+// plausible, or is over its limit, so the answer tells nothing.
+var emailStartAccepted = []byte(`{"object":"email_sign_in","status":"accepted","message":"If the address can sign in, a link is on its way."}`)
+
+// EmailStartAccepted returns the 202 body of POST /v1/auth/email/start.
+func EmailStartAccepted() []byte { return append([]byte(nil), emailStartAccepted...) }
+
+var errBadSession = apierr.New(apierr.AuthenticationFailed, "the session is missing, malformed, expired or signed out; sign in again")
+
+var errBadLink = apierr.New(apierr.AuthenticationFailed, "the sign-in link is invalid, expired or already used; request a new one").
+	WithDetails("reason", "sign_in_link_invalid")
+
+// normalizeEmail trims and lowercases an address; ok is false when it is
+// not even plausible (no @, too long, control characters): those get 400.
+func normalizeEmail(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || len(s) > maxPlausibleEmailBytes || strings.Count(s, "@") != 1 || strings.HasPrefix(s, "@") || strings.HasSuffix(s, "@") {
+		return "", false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == ' ' {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
+	if p.Name == nil {
+		if required {
+			return "", apierr.Invalid("name", "name is required")
+		}
+		return "", nil
+	}
+	if err := checkText("name", p.Name, MaxDisplayNameBytes); err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(*p.Name)
+	if name == "" {
+		return "", apierr.Invalid("name", "name must not be empty")
+	}
+	return name, nil
+}
+
+// --- authentication ----------------------------------------------------------
+
+// lookupSession resolves a session token, checking expiry and idle time,
+// and notes its use.
+func (e *Engine) lookupSession(token string) (*liveSession, *apierr.Error) {
+	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
+		return nil, errBadSession
+	}
+	v, ok := e.directoryShared.sessions.Load(e.keys.HashDashboardSecret(token))
+	if !ok {
+		return nil, errBadSession
+	}
+	ls := v.(*liveSession)
+	now := e.clock.Now()
+	last := ls.lastSeenNanos.Load()
+	if !now.Before(ls.expiresAt) || now.UnixNano()-last >= int64(SessionIdleTimeout) {
+		return nil, errBadSession
+	}
+	for last < now.UnixNano() && !ls.lastSeenNanos.CompareAndSwap(last, now.UnixNano()) {
+		last = ls.lastSeenNanos.Load()
+	}
+	if now.UnixNano()-ls.persistedNanos.Load() >= int64(sessionTouchInterval) && ls.touching.CompareAndSwap(false, true) {
+		e.system.Root.Send(e.directory, &touchSession{ls: ls, at: now})
+	}
+	return ls, nil
+}
+
+// AuthenticateSession resolves a dashboard session token (rtc_us_).
+func (e *Engine) AuthenticateSession(token string) (*DashboardUser, *apierr.Error) {
+	ls, err := e.lookupSession(token)
+	if err != nil {
+		return nil, err
+	}
+	return &DashboardUser{UserID: ls.userID, SessionHash: ls.hash}, nil
+}
+
+// AuthenticateSessionForProject resolves a session used on a project route
+// with X-Project-Id: the scopes come from the user's role in the project's
+// workspace. A project that does not exist, is archived, or belongs to a
+// workspace the user is not a member of is a 404, so ids do not leak.
+func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*Caller, *apierr.Error) {
+	ls, err := e.lookupSession(token)
+	if err != nil {
+		return nil, err
+	}
+	notFound := errNoProject(projectID).WithDetails("header", "X-Project-Id")
+	if !ids.Valid(projectID, ids.Project) {
+		return nil, notFound
+	}
+	h, ok := e.project(projectID)
+	if !ok {
+		return nil, notFound
+	}
+	p := h.shared.project.Load()
+	if p == nil || p.Status != ProjectActive {
+		return nil, notFound
+	}
+	role, ok := e.directoryShared.roleOf(ls.userID, p.AccountID)
+	if !ok {
+		return nil, notFound
+	}
+	return &Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.userID, Scopes: RoleScopes(role), Role: role}, nil
+}
+
+// --- e-mail sign-in --------------------------------------------------------
+
+// StartEmailSignIn records a sign-in link for the address and queues its
+// mail. The answer (202, EmailStartAccepted) is the same whatever the
+// address: no lookup of the user happens here, and the mail is sent off the
+// request path.
+func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.Error {
+	if p.Email == nil {
+		return apierr.Invalid("email", "email is required")
+	}
+	email, ok := normalizeEmail(*p.Email)
+	if !ok {
+		return apierr.Invalid("email", "email must be an e-mail address")
+	}
+	invitationHash := ""
+	if p.InvitationToken != nil {
+		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
+			return apierr.Invalid("invitation_token", "invitation_token is malformed")
+		}
+		invitationHash = hexHash(e.keys.HashDashboardSecret(*p.InvitationToken))
+	}
+	if err := e.allowRate("sign_in_start_ip:"+sourceIP, "sign_in_starts_per_ip_per_minute", SignInStartsPerIPPerMinute); err != nil {
+		return err
+	}
+	// Malformed but plausible: the same answer, and nothing is sent.
+	if _, err := mail.ParseAddress(email); err != nil {
+		return nil
+	}
+	token, err := auth.NewDashboardSecret(auth.SignInTokenPrefix)
+	if err != nil {
+		return apierr.New(apierr.Internal, "could not create a sign-in link")
+	}
+	hash := hexHash(e.keys.HashDashboardSecret(token))
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		a.startSignIn(email, token, hash, invitationHash, respond)
+	})
+	return r.err
+}
+
+func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, respond func(reply)) {
+	now := a.e.clock.Now()
+	sends := recentWithin(a.signInSends[email], now, time.Hour)
+	if len(sends) >= SignInMailsPerAddressPerHour || len(a.state.SignInLinks) >= maxPendingSignInLinks ||
+		(len(sends) == 0 && len(a.signInSends) >= maxTrackedSignInAddresses) {
+		respond(reply{}) // the same 202: the limit is not revealed either
+		return
+	}
+	a.signInSends[email] = append(sends, now)
+	link := SignInLink{Hash: hash, Email: email, InvitationHash: invitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
+	b := a.e.store.NewBatch()
+	a.record(b, directoryEvent{SignInLinkCreated: &link})
+	msg := a.e.signInMail(email, token, link.ExpiresAt)
+	a.e.store.Commit(b, func() {
+		a.e.enqueueMail(msg)
+		respond(reply{})
+	})
+}
+
+// SignInLinkView is the answer of POST /v1/auth/email/peek.
+type SignInLinkView struct {
+	Object     string          `json:"object"`
+	Email      string          `json:"email"`
+	ExpiresAt  string          `json:"expires_at"`
+	Invitation *InvitationPeek `json:"invitation"`
+}
+
+// InvitationPeek names the workspace a sign-in link will join.
+type InvitationPeek struct {
+	AccountID   string `json:"account_id"`
+	AccountName string `json:"account_name"`
+	Role        string `json:"role"`
+}
+
+func (e *Engine) linkHash(p *EmailTokenParams, sourceIP string) (string, *apierr.Error) {
+	if p.Token == nil {
+		return "", apierr.Invalid("token", "token is required")
+	}
+	if err := e.allowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute); err != nil {
+		return "", err
+	}
+	if !auth.CheckDashboardSecretFormat(auth.SignInTokenPrefix, *p.Token) {
+		return "", errBadLink
+	}
+	return hexHash(e.keys.HashDashboardSecret(*p.Token)), nil
+}
+
+// PeekEmailSignIn tells which address a link is for, without using it.
+func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, *apierr.Error) {
+	hash, err := e.linkHash(p, sourceIP)
+	if err != nil {
+		return nil, err
+	}
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		now := a.e.clock.Now()
+		link, ok := a.state.SignInLinks[hash]
+		if !ok || !now.Before(link.ExpiresAt) {
+			respond(reply{err: errBadLink})
+			return
+		}
+		v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: Timestamp(link.ExpiresAt)}
+		if inv := a.usableInvitation(link.InvitationHash, link.Email, now); inv != nil {
+			w := a.state.Workspaces[inv.AccountID]
+			v.Invitation = &InvitationPeek{AccountID: w.ID, AccountName: w.Name, Role: inv.Role}
+		}
+		respond(reply{status: 200, body: mustJSON(v)})
+	})
+	return r.body, r.err
+}
+
+// VerifyEmailSignIn exchanges a link for a session, once: the directory
+// deletes the link in the same step that creates the session.
+func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP string) ([]byte, *apierr.Error) {
+	hash, err := e.linkHash(p, sourceIP)
+	if err != nil {
+		return nil, err
+	}
+	sessionToken, serr := auth.NewDashboardSecret(auth.SessionTokenPrefix)
+	if serr != nil {
+		return nil, apierr.New(apierr.Internal, "could not create a session")
+	}
+	sessionHash := hexHash(e.keys.HashDashboardSecret(sessionToken))
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		now := a.e.clock.Now()
+		link, ok := a.state.SignInLinks[hash]
+		if !ok || !now.Before(link.ExpiresAt) {
+			respond(reply{err: errBadLink})
+			return
+		}
+		b := a.e.store.NewBatch()
+		a.record(b, directoryEvent{SignInLinksDropped: &signInLinksDropped{Hashes: []string{hash}}})
+		start, view := a.completeSignIn(b, signInRequest{
+			email: link.Email, method: "email", invitationHash: link.InvitationHash,
+			sessionToken: sessionToken, sessionHash: sessionHash,
+			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
+		}, now)
+		a.commitAndStart(b, start, reply{status: 200, body: mustJSON(view)}, respond)
+	})
+	return r.body, r.err
+}
+
+// GoogleIdentity is what a verified Google sign-in established.
+type GoogleIdentity struct {
+	Subject string
+	Email   string
+	Name    string
+}
+
+// CheckSignInAttempt applies the per-IP limit of sign-in attempts; the
+// Google route calls it before contacting the provider.
+func (e *Engine) CheckSignInAttempt(sourceIP string) *apierr.Error {
+	return e.allowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute)
+}
+
+// GoogleSignIn creates a session for a verified Google identity, joining
+// the workspace of invitationToken when it is addressed to that e-mail.
+func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, requestID, sourceIP string) ([]byte, *apierr.Error) {
+	email, ok := normalizeEmail(id.Email)
+	if !ok || id.Subject == "" {
+		return nil, apierr.New(apierr.AuthenticationFailed, "the identity provider gave no usable e-mail address")
+	}
+	invitationHash := ""
+	if invitationToken != nil {
+		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *invitationToken) {
+			return nil, apierr.Invalid("invitation_token", "invitation_token is malformed")
+		}
+		invitationHash = hexHash(e.keys.HashDashboardSecret(*invitationToken))
+	}
+	name := id.Name
+	if len(name) > MaxDisplayNameBytes || checkText("name", &name, MaxDisplayNameBytes) != nil {
+		name = ""
+	}
+	sessionToken, serr := auth.NewDashboardSecret(auth.SessionTokenPrefix)
+	if serr != nil {
+		return nil, apierr.New(apierr.Internal, "could not create a session")
+	}
+	sessionHash := hexHash(e.keys.HashDashboardSecret(sessionToken))
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		b := a.e.store.NewBatch()
+		start, view := a.completeSignIn(b, signInRequest{
+			email: email, googleSubject: id.Subject, name: name, method: "google", invitationHash: invitationHash,
+			sessionToken: sessionToken, sessionHash: sessionHash,
+			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
+		}, a.e.clock.Now())
+		a.commitAndStart(b, start, reply{status: 200, body: mustJSON(view)}, respond)
+	})
+	return r.body, r.err
+}
+
+// Logout ends the request's session at once.
+func (e *Engine) Logout(u *DashboardUser) *apierr.Error {
+	return e.endSessions(u, false)
+}
+
+// LogoutAll ends every session of the user at once.
+func (e *Engine) LogoutAll(u *DashboardUser) *apierr.Error {
+	return e.endSessions(u, true)
+}
+
+func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		hashes := []string{u.SessionHash}
+		if all {
+			hashes = hashes[:0]
+			for h := range a.state.userSessions[u.UserID] {
+				hashes = append(hashes, h)
+			}
+		}
+		var live []string
+		for _, h := range hashes {
+			if _, ok := a.state.Sessions[h]; ok {
+				live = append(live, h)
+			}
+		}
+		a.unpublishSessions(hashes) // at once, before durable: failing safe
+		if len(live) == 0 {
+			respond(reply{})
+			return
+		}
+		b := a.e.store.NewBatch()
+		a.record(b, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: live}})
+		a.e.store.Commit(b, func() { respond(reply{}) })
+	})
+	return r.err
+}
+
+// --- me and workspaces --------------------------------------------------------
+
+// MeView is GET /v1/me: the user, and each workspace with the user's role
+// and its projects.
+type MeView struct {
+	Object   string        `json:"object"`
+	User     UserView      `json:"user"`
+	Accounts []AccountView `json:"accounts"`
+}
+
+func (a *directoryActor) me(userID string) []byte {
+	u := a.state.Users[userID]
+	v := MeView{Object: "me", User: u.view(), Accounts: []AccountView{}}
+	for acct := range a.state.userAccounts[userID] {
+		w := a.state.Workspaces[acct]
+		v.Accounts = append(v.Accounts, a.accountView(w, w.Members[userID].Role))
+	}
+	sortAccounts(v.Accounts)
+	return mustJSON(v)
+}
+
+func sortAccounts(vs []AccountView) {
+	for i := 1; i < len(vs); i++ { // few workspaces: insertion sort by creation, then id
+		for j := i; j > 0 && (vs[j].CreatedAt < vs[j-1].CreatedAt || vs[j].CreatedAt == vs[j-1].CreatedAt && vs[j].ID < vs[j-1].ID); j-- {
+			vs[j], vs[j-1] = vs[j-1], vs[j]
+		}
+	}
+}
+
+// Me answers GET /v1/me.
+func (e *Engine) Me(u *DashboardUser) ([]byte, *apierr.Error) {
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		if _, ok := a.state.Users[u.UserID]; !ok {
+			respond(reply{err: errBadSession})
+			return
+		}
+		respond(reply{status: 200, body: a.me(u.UserID)})
+	})
+	return r.body, r.err
+}
+
+// UpdateMe changes the user's display name (PATCH /v1/me).
+func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
+	name, err := checkDisplayName(p, true)
+	if err != nil {
+		return nil, err
+	}
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		if _, ok := a.state.Users[u.UserID]; !ok {
+			respond(reply{err: errBadSession})
+			return
+		}
+		b := a.e.store.NewBatch()
+		a.record(b, directoryEvent{UserUpdated: &userUpdated{UserID: u.UserID, Name: name}})
+		body := a.me(u.UserID)
+		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+	})
+	return r.body, r.err
+}
+
+// CreateAccount creates another workspace owned by the user, with a first
+// project (POST /v1/accounts).
+func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
+	name, err := checkDisplayName(p, false)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = defaultWorkspaceName
+	}
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		if n := a.ownedCount(u.UserID); n >= MaxOwnedAccountsPerUser {
+			respond(reply{err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
+				WithDetails("limit_name", "owned_accounts_per_user", "limit", MaxOwnedAccountsPerUser)})
+			return
+		}
+		now := a.e.createdAt()
+		b := a.e.store.NewBatch()
+		id, events, start := a.newWorkspace(b, u.UserID, name, u, now)
+		a.record(b, events...)
+		w := a.state.Workspaces[id]
+		started := make(chan struct{})
+		a.e.store.Commit(b, func() {
+			<-started
+			respond(reply{status: 201, body: mustJSON(a.accountViewAfterStart(w.ID, w.Name, w.CreatedAt, w.ProjectIDs))})
+		})
+		start()
+		a.publishRoles()
+		close(started)
+	})
+	return r.body, r.err
+}
+
+// accountViewAfterStart renders a new workspace for its owner from values
+// copied on the directory's goroutine and the project actors' published
+// records (safe from the syncer goroutine).
+func (a *directoryActor) accountViewAfterStart(id, name string, createdAt time.Time, projectIDs []string) AccountView {
+	v := AccountView{Object: "account", ID: id, Name: name, Role: RoleOwner, CreatedAt: Timestamp(createdAt), Projects: []ProjectView{}}
+	for _, pid := range projectIDs {
+		if h, ok := a.e.project(pid); ok {
+			if p := h.shared.project.Load(); p != nil {
+				v.Projects = append(v.Projects, projectView(p))
+			}
+		}
+	}
+	return v
+}
+
+// RenameAccount renames a workspace (owners and admins).
+func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
+	name, err := checkDisplayName(p, true)
+	if err != nil {
+		return nil, err
+	}
+	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		w, role, err := a.manager(u.UserID, accountID, "rename a workspace")
+		if err != nil {
+			respond(reply{err: err})
+			return
+		}
+		b := a.e.store.NewBatch()
+		old := w.Name
+		a.record(b, directoryEvent{WorkspaceRenamed: &workspaceRenamed{AccountID: w.ID, Name: name}})
+		a.e.writeAccountAudit(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
+		body := mustJSON(a.accountView(w, role))
+		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+	})
+	return r.body, r.err
+}
+
+// ListAccountAuditLogs lists a workspace's audit log (owners and admins).
+func (e *Engine) ListAccountAuditLogs(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+	role, ok := e.directoryShared.roleOf(u.UserID, accountID)
+	if !ok {
+		return nil, errNoAccount(accountID)
+	}
+	if role != RoleOwner && role != RoleAdmin {
+		return nil, apierr.New(apierr.PermissionDenied, "only owners and admins can read the workspace audit log").WithDetails("role", role)
+	}
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixAccountAudit, accountID), limit, false, nil)
+}
+
+// --- the mail ------------------------------------------------------------------
+
+// signInMail is the sign-in message with the link; its token is the link's
+// token query parameter.
+func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail {
+	link := e.dashboardLink("/sign-in/email", url.Values{"token": {token}})
+	text := "Use this link to sign in to rtcd:\n\n" + link +
+		"\n\nIt works once and expires at " + Timestamp(expiresAt) + " (" + SignInLinkTTL.String() + ").\n" +
+		"If you did not ask for it, ignore this message.\n"
+	return outgoingMail{kind: "sign_in", link: link, msg: mail.Message{To: to, Subject: "Your rtcd sign-in link", Text: text}}
+}
+
+// invitationMail is the invitation message with its link.
+func (e *Engine) invitationMail(to, token, workspace, inviter string, expiresAt time.Time) outgoingMail {
+	link := e.dashboardLink("/invitations/accept", url.Values{"invitation_token": {token}})
+	text := inviter + " invited you to the rtcd workspace \"" + workspace + "\".\n\nOpen this link to join:\n\n" + link +
+		"\n\nThe invitation is for this address only and expires at " + Timestamp(expiresAt) + ".\n"
+	return outgoingMail{kind: "invitation", link: link, msg: mail.Message{To: to, Subject: "You are invited to an rtcd workspace", Text: text}}
+}
+
+// dashboardLink builds a link on the configured dashboard origin, never
+// on a request's Host header.
+func (e *Engine) dashboardLink(path string, q url.Values) string {
+	return strings.TrimRight(e.mailSettings().DashboardURL, "/") + path + "?" + q.Encode()
+}

@@ -1,0 +1,726 @@
+package actors
+
+import (
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/goccy/go-json"
+	"rtcd/persistence"
+	"rtcd/scopes"
+)
+
+// The directory is the one actor that owns the people side of the service:
+// dashboard users, their sessions, e-mail sign-in links, workspaces
+// (accounts) with their names, members, roles and invitations, and which
+// projects each workspace holds. One actor, because a sign-in or an
+// accepted invitation changes a user and a workspace together, and the
+// dashboard's traffic is small next to the API's. Authentication of
+// dashboard requests never waits on it: it publishes its sessions and the
+// user → workspace → role map for lock-free reads (see directoryShared).
+//
+// Project records themselves (name, status, keys, endpoints) stay with the
+// project actors; the directory asks a project actor to rename or archive.
+
+// Roles of a workspace member.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// Named bounds and durations of the dashboard (docs/dashboard.md lists them).
+const (
+	// SignInLinkTTL is how long an e-mailed sign-in link works.
+	SignInLinkTTL = 15 * time.Minute
+	// SessionLifetime is the absolute lifetime of a dashboard session.
+	SessionLifetime = 14 * 24 * time.Hour
+	// SessionIdleTimeout ends a session not used for this long.
+	SessionIdleTimeout = 24 * time.Hour
+	// sessionTouchInterval: a session's last use is written to disk at most
+	// this often, so the idle timeout survives a restart without a write per
+	// request (it may then end up to this much early, never late).
+	sessionTouchInterval = time.Minute
+	// MaxSessionsPerUser bounds a user's live sessions; a new sign-in past
+	// it ends the oldest.
+	MaxSessionsPerUser = 50
+	// InvitationTTL is how long an invitation can be accepted.
+	InvitationTTL = 7 * 24 * time.Hour
+	// MaxOpenInvitationsPerAccount is the spec's 50 open invitations.
+	MaxOpenInvitationsPerAccount = 50
+	// InvitationsPerHourPerAccount and InvitationsPerHourPerUser are the
+	// spec's 20 per hour, counted over a sliding hour from the durable
+	// creation times, so a restart does not reset them.
+	InvitationsPerHourPerAccount = 20
+	InvitationsPerHourPerUser    = 20
+	// closedInvitationRetention keeps accepted, revoked and expired
+	// invitations listable for a while before they are dropped.
+	closedInvitationRetention = 30 * 24 * time.Hour
+	// MaxOwnedAccountsPerUser caps the workspaces one user owns (POST
+	// /v1/accounts and sign-up).
+	MaxOwnedAccountsPerUser = 10
+	// MaxProjectsPerAccount caps a workspace's projects (archived count).
+	MaxProjectsPerAccount = 100
+	// MaxMembersPerAccount caps a workspace's members.
+	MaxMembersPerAccount = 500
+	// SignInMailsPerAddressPerHour: more sign-in requests for one address
+	// within an hour still answer 202 but send nothing, so nobody can flood
+	// a mailbox, and the answer does not tell either.
+	SignInMailsPerAddressPerHour = 5
+	// maxPendingSignInLinks bounds the links kept at once; past it new
+	// requests still answer 202 but send nothing until old links expire.
+	maxPendingSignInLinks = 100_000
+	// maxTrackedSignInAddresses bounds the per-address counters in memory.
+	maxTrackedSignInAddresses = 100_000
+	// directorySweepInterval is how often expired sessions, links and old
+	// invitations are dropped.
+	directorySweepInterval = time.Minute
+)
+
+// directoryActorID names the directory's journal and snapshot.
+const directoryActorID = "directory"
+
+// User is a person who signs in to the dashboard.
+type User struct {
+	ID            string    `json:"id"`
+	Email         string    `json:"email"`
+	Name          string    `json:"name"`
+	GoogleSubject string    `json:"google_subject,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// Workspace is an account as the directory knows it: its name, members and
+// invitations, and its projects' ids.
+type Workspace struct {
+	ID          string                 `json:"id"`
+	Name        string                 `json:"name"`
+	CreatedAt   time.Time              `json:"created_at"`
+	Members     map[string]*Membership `json:"members"` // user id ->
+	ProjectIDs  []string               `json:"project_ids"`
+	Invitations map[string]*Invitation `json:"invitations"`
+}
+
+// Membership is a user's role in a workspace.
+type Membership struct {
+	Role     string    `json:"role"`
+	JoinedAt time.Time `json:"joined_at"`
+}
+
+// Invitation statuses.
+const (
+	InvitationPending  = "pending"
+	InvitationAccepted = "accepted"
+	InvitationRevoked  = "revoked"
+	InvitationExpired  = "expired"
+)
+
+// Invitation asks the holder of an e-mail address to join a workspace.
+type Invitation struct {
+	ID         string    `json:"id"`
+	AccountID  string    `json:"account_id"`
+	Email      string    `json:"email"`
+	Role       string    `json:"role"`
+	Status     string    `json:"status"`
+	Hash       string    `json:"hash"` // hex keyed hash of the rtc_inv_ token
+	InvitedBy  string    `json:"invited_by"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	ClosedAt   time.Time `json:"closed_at,omitempty"`
+	AcceptedBy string    `json:"accepted_by,omitempty"`
+}
+
+// statusAt is the invitation's status at now: a pending one past its
+// expiry reads as expired.
+func (inv *Invitation) statusAt(now time.Time) string {
+	if inv.Status == InvitationPending && !now.Before(inv.ExpiresAt) {
+		return InvitationExpired
+	}
+	return inv.Status
+}
+
+// Session is a dashboard session; the token is kept only as its hash.
+type Session struct {
+	Hash       string    `json:"hash"` // hex keyed hash of the rtc_us_ token
+	UserID     string    `json:"user_id"`
+	Method     string    `json:"method"` // email or google
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+}
+
+// SignInLink is an e-mailed sign-in link not yet used; the token is kept
+// only as its hash.
+type SignInLink struct {
+	Hash           string    `json:"hash"`
+	Email          string    `json:"email"`
+	InvitationHash string    `json:"invitation_hash,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+}
+
+// directoryEvent is one entry of the directory's journal. Exactly one field
+// is set.
+type directoryEvent struct {
+	UserCreated        *User               `json:"user_created,omitempty"`
+	UserUpdated        *userUpdated        `json:"user_updated,omitempty"`
+	WorkspaceCreated   *workspaceCreated   `json:"workspace_created,omitempty"`
+	WorkspaceRenamed   *workspaceRenamed   `json:"workspace_renamed,omitempty"`
+	ProjectAdded       *workspaceProject   `json:"project_added,omitempty"`
+	MemberSet          *memberSet          `json:"member_set,omitempty"`
+	MemberRemoved      *memberRemoved      `json:"member_removed,omitempty"`
+	InvitationCreated  *Invitation         `json:"invitation_created,omitempty"`
+	InvitationClosed   *invitationClosed   `json:"invitation_closed,omitempty"`
+	InvitationsDropped *invitationsDropped `json:"invitations_dropped,omitempty"`
+	SessionCreated     *Session            `json:"session_created,omitempty"`
+	SessionsEnded      *sessionsEnded      `json:"sessions_ended,omitempty"`
+	SessionTouched     *sessionTouched     `json:"session_touched,omitempty"`
+	SignInLinkCreated  *SignInLink         `json:"sign_in_link_created,omitempty"`
+	SignInLinksDropped *signInLinksDropped `json:"sign_in_links_dropped,omitempty"`
+}
+
+type userUpdated struct {
+	UserID        string `json:"user_id"`
+	Name          string `json:"name"`
+	GoogleSubject string `json:"google_subject,omitempty"`
+}
+
+type workspaceCreated struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type workspaceRenamed struct {
+	AccountID string `json:"account_id"`
+	Name      string `json:"name"`
+}
+
+type workspaceProject struct {
+	AccountID string `json:"account_id"`
+	ProjectID string `json:"project_id"`
+}
+
+// memberSet adds a member or changes a member's role.
+type memberSet struct {
+	AccountID string    `json:"account_id"`
+	UserID    string    `json:"user_id"`
+	Role      string    `json:"role"`
+	At        time.Time `json:"at"`
+}
+
+type memberRemoved struct {
+	AccountID string `json:"account_id"`
+	UserID    string `json:"user_id"`
+}
+
+type invitationClosed struct {
+	AccountID    string    `json:"account_id"`
+	InvitationID string    `json:"invitation_id"`
+	Status       string    `json:"status"`
+	At           time.Time `json:"at"`
+	By           string    `json:"by,omitempty"`
+}
+
+type invitationsDropped struct {
+	AccountID string   `json:"account_id"`
+	IDs       []string `json:"ids"`
+}
+
+type sessionsEnded struct {
+	Hashes []string `json:"hashes"`
+}
+
+type sessionTouched struct {
+	Hash string    `json:"hash"`
+	At   time.Time `json:"at"`
+}
+
+type signInLinksDropped struct {
+	Hashes []string `json:"hashes"`
+}
+
+// directoryState is everything the directory owns. It is also its
+// snapshot; the maps after the first five are indexes rebuilt on load.
+type directoryState struct {
+	Users       map[string]*User       `json:"users"`
+	Workspaces  map[string]*Workspace  `json:"workspaces"`
+	Sessions    map[string]*Session    `json:"sessions"`      // hash ->
+	SignInLinks map[string]*SignInLink `json:"sign_in_links"` // hash ->
+
+	byEmail      map[string]string              // email -> user id
+	byGoogle     map[string]string              // google subject -> user id
+	invitations  map[string]*Invitation         // token hash -> invitation
+	userAccounts map[string]map[string]struct{} // user id -> account ids
+	userSessions map[string]map[string]struct{} // user id -> session hashes
+}
+
+func newDirectoryState() *directoryState {
+	s := &directoryState{
+		Users: make(map[string]*User), Workspaces: make(map[string]*Workspace),
+		Sessions: make(map[string]*Session), SignInLinks: make(map[string]*SignInLink),
+	}
+	s.index()
+	return s
+}
+
+// index rebuilds the derived maps (after loading a snapshot).
+func (s *directoryState) index() {
+	if s.Users == nil {
+		s.Users = make(map[string]*User)
+	}
+	if s.Workspaces == nil {
+		s.Workspaces = make(map[string]*Workspace)
+	}
+	if s.Sessions == nil {
+		s.Sessions = make(map[string]*Session)
+	}
+	if s.SignInLinks == nil {
+		s.SignInLinks = make(map[string]*SignInLink)
+	}
+	s.byEmail = make(map[string]string)
+	s.byGoogle = make(map[string]string)
+	s.invitations = make(map[string]*Invitation)
+	s.userAccounts = make(map[string]map[string]struct{})
+	s.userSessions = make(map[string]map[string]struct{})
+	for _, u := range s.Users {
+		s.byEmail[u.Email] = u.ID
+		if u.GoogleSubject != "" {
+			s.byGoogle[u.GoogleSubject] = u.ID
+		}
+	}
+	for _, w := range s.Workspaces {
+		if w.Members == nil {
+			w.Members = make(map[string]*Membership)
+		}
+		if w.Invitations == nil {
+			w.Invitations = make(map[string]*Invitation)
+		}
+		for uid := range w.Members {
+			s.addUserAccount(uid, w.ID)
+		}
+		for _, inv := range w.Invitations {
+			s.invitations[inv.Hash] = inv
+		}
+	}
+	for h, ss := range s.Sessions {
+		s.addUserSession(ss.UserID, h)
+	}
+}
+
+func (s *directoryState) addUserAccount(userID, accountID string) {
+	m := s.userAccounts[userID]
+	if m == nil {
+		m = make(map[string]struct{})
+		s.userAccounts[userID] = m
+	}
+	m[accountID] = struct{}{}
+}
+
+func (s *directoryState) addUserSession(userID, hash string) {
+	m := s.userSessions[userID]
+	if m == nil {
+		m = make(map[string]struct{})
+		s.userSessions[userID] = m
+	}
+	m[hash] = struct{}{}
+}
+
+// apply changes the state by one event; pure, as the other actors' apply.
+func (s *directoryState) apply(e *directoryEvent) {
+	switch {
+	case e.UserCreated != nil:
+		u := *e.UserCreated
+		s.Users[u.ID] = &u
+		s.byEmail[u.Email] = u.ID
+		if u.GoogleSubject != "" {
+			s.byGoogle[u.GoogleSubject] = u.ID
+		}
+	case e.UserUpdated != nil:
+		u := s.Users[e.UserUpdated.UserID]
+		u.Name = e.UserUpdated.Name
+		if sub := e.UserUpdated.GoogleSubject; sub != "" {
+			u.GoogleSubject = sub
+			s.byGoogle[sub] = u.ID
+		}
+	case e.WorkspaceCreated != nil:
+		w := e.WorkspaceCreated
+		s.Workspaces[w.ID] = &Workspace{ID: w.ID, Name: w.Name, CreatedAt: w.CreatedAt,
+			Members: make(map[string]*Membership), Invitations: make(map[string]*Invitation)}
+	case e.WorkspaceRenamed != nil:
+		s.Workspaces[e.WorkspaceRenamed.AccountID].Name = e.WorkspaceRenamed.Name
+	case e.ProjectAdded != nil:
+		w := s.Workspaces[e.ProjectAdded.AccountID]
+		w.ProjectIDs = append(w.ProjectIDs, e.ProjectAdded.ProjectID)
+	case e.MemberSet != nil:
+		m := e.MemberSet
+		w := s.Workspaces[m.AccountID]
+		if cur, ok := w.Members[m.UserID]; ok {
+			cur.Role = m.Role
+		} else {
+			w.Members[m.UserID] = &Membership{Role: m.Role, JoinedAt: m.At}
+			s.addUserAccount(m.UserID, m.AccountID)
+		}
+	case e.MemberRemoved != nil:
+		delete(s.Workspaces[e.MemberRemoved.AccountID].Members, e.MemberRemoved.UserID)
+		delete(s.userAccounts[e.MemberRemoved.UserID], e.MemberRemoved.AccountID)
+	case e.InvitationCreated != nil:
+		inv := *e.InvitationCreated
+		s.Workspaces[inv.AccountID].Invitations[inv.ID] = &inv
+		s.invitations[inv.Hash] = &inv
+	case e.InvitationClosed != nil:
+		c := e.InvitationClosed
+		inv := s.Workspaces[c.AccountID].Invitations[c.InvitationID]
+		inv.Status = c.Status
+		inv.ClosedAt = c.At
+		inv.AcceptedBy = c.By
+	case e.InvitationsDropped != nil:
+		w := s.Workspaces[e.InvitationsDropped.AccountID]
+		for _, id := range e.InvitationsDropped.IDs {
+			if inv, ok := w.Invitations[id]; ok {
+				delete(s.invitations, inv.Hash)
+				delete(w.Invitations, id)
+			}
+		}
+	case e.SessionCreated != nil:
+		ss := *e.SessionCreated
+		s.Sessions[ss.Hash] = &ss
+		s.addUserSession(ss.UserID, ss.Hash)
+	case e.SessionsEnded != nil:
+		for _, h := range e.SessionsEnded.Hashes {
+			if ss, ok := s.Sessions[h]; ok {
+				delete(s.userSessions[ss.UserID], h)
+				delete(s.Sessions, h)
+			}
+		}
+	case e.SessionTouched != nil:
+		if ss, ok := s.Sessions[e.SessionTouched.Hash]; ok && e.SessionTouched.At.After(ss.LastSeenAt) {
+			ss.LastSeenAt = e.SessionTouched.At
+		}
+	case e.SignInLinkCreated != nil:
+		l := *e.SignInLinkCreated
+		s.SignInLinks[l.Hash] = &l
+	case e.SignInLinksDropped != nil:
+		for _, h := range e.SignInLinksDropped.Hashes {
+			delete(s.SignInLinks, h)
+		}
+	}
+}
+
+// ownerCount is the number of owners of w.
+func (w *Workspace) ownerCount() int {
+	n := 0
+	for _, m := range w.Members {
+		if m.Role == RoleOwner {
+			n++
+		}
+	}
+	return n
+}
+
+// --- published for readers that must not wait on the directory -----------
+
+// liveSession is a session as request authentication reads it.
+type liveSession struct {
+	hash      string
+	userID    string
+	expiresAt time.Time
+	// lastSeenNanos is the last use (injected clock); persistedNanos the
+	// last use written to disk. Both only move forward.
+	lastSeenNanos  atomic.Int64
+	persistedNanos atomic.Int64
+	touching       atomic.Bool // a touch message is on its way
+}
+
+// directoryShared is what the directory publishes: the live sessions by
+// token hash, and every user's role in each of their workspaces.
+type directoryShared struct {
+	sessions sync.Map                                     // [32]byte hash -> *liveSession
+	roles    atomic.Pointer[map[string]map[string]string] // user id -> account id -> role
+}
+
+func (d *directoryShared) roleOf(userID, accountID string) (string, bool) {
+	m := d.roles.Load()
+	if m == nil {
+		return "", false
+	}
+	r, ok := (*m)[userID][accountID]
+	return r, ok
+}
+
+// RoleScopes are the scopes a workspace role grants on its projects' routes
+// (spec 5.3): owners and admins everything; members run rooms and
+// participants and read everything else, but do not top up, manage API keys
+// or manage webhooks.
+func RoleScopes(role string) scopes.Set {
+	switch role {
+	case RoleOwner, RoleAdmin:
+		return scopes.All
+	case RoleMember:
+		return scopes.All &^ scopes.Set(scopes.BillingWrite|scopes.APIKeysWrite|scopes.WebhooksWrite)
+	}
+	return 0
+}
+
+// --- the actor --------------------------------------------------------------
+
+type directoryActor struct {
+	e            *Engine
+	shared       *directoryShared
+	journal      *persistence.Journal
+	state        *directoryState
+	recoveryErrs chan<- error
+	recovered    bool
+	// signInSends keeps, per address, when sign-in mails were sent within
+	// the last hour (SignInMailsPerAddressPerHour). Memory only: losing it
+	// at a restart only allows a few more mails.
+	signInSends map[string][]time.Time
+	lastSweep   time.Time
+}
+
+func (e *Engine) spawnDirectory(recoveryErrs chan<- error) {
+	a := &directoryActor{e: e, shared: e.directoryShared, recoveryErrs: recoveryErrs}
+	e.recovering.Add(1)
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})))
+	pid, err := e.system.Root.SpawnNamed(props, directoryActorID)
+	if err != nil {
+		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
+	}
+	e.directory = pid
+}
+
+func (a *directoryActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.recover()
+	case sweep:
+		a.sweep()
+	case *touchSession:
+		a.touch(m)
+	case directoryCommand:
+		m.run(a)
+	case crashForTest:
+		panic("actors: crash requested by a test")
+	}
+}
+
+// directoryCommand is a command the directory runs; each carries its own
+// reply channel and logic (directory_ops.go).
+type directoryCommand interface {
+	command
+	run(a *directoryActor)
+}
+
+func (a *directoryActor) recover() {
+	first := !a.recovered
+	if first {
+		defer a.e.recovering.Done()
+	}
+	a.recovered = true
+	a.signInSends = make(map[string][]time.Time)
+	a.journal = persistence.NewJournal(a.e.store, directoryActorID, a.e.settings.SnapshotEveryEvents)
+	a.state = nil
+	_, err := a.journal.Recover(
+		func(state []byte) error {
+			a.state = &directoryState{}
+			if err := json.Unmarshal(state, a.state); err != nil {
+				return err
+			}
+			a.state.index()
+			return nil
+		},
+		func(event []byte) error {
+			var ev directoryEvent
+			if err := json.Unmarshal(event, &ev); err != nil {
+				return err
+			}
+			if a.state == nil { // a journal without a snapshot starts empty
+				a.state = newDirectoryState()
+			}
+			a.state.apply(&ev)
+			return nil
+		})
+	if err != nil {
+		if first {
+			a.recoveryErrs <- err
+		} else {
+			slog.Error("directory recovery after a restart failed", "error", err)
+		}
+		return
+	}
+	if a.state == nil {
+		// A data directory initialised before the dashboard existed.
+		a.state = newDirectoryState()
+	}
+	a.shared.sessions.Range(func(k, _ any) bool { a.shared.sessions.Delete(k); return true })
+	for _, ss := range a.state.Sessions {
+		a.publishSession(ss)
+	}
+	a.publishRoles()
+}
+
+// record appends events to the journal in b and applies them, adding a
+// snapshot when one is due; the caller commits b.
+func (a *directoryActor) record(b *pebble.Batch, events ...directoryEvent) {
+	for i := range events {
+		a.journal.Append(b, encode(&events[i]))
+		a.state.apply(&events[i])
+	}
+	if a.journal.SnapshotDue() {
+		a.journal.WriteSnapshot(b, encode(a.state))
+	}
+}
+
+func hashKey(h string) ([32]byte, bool) {
+	var k [32]byte
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != len(k) {
+		return k, false
+	}
+	copy(k[:], b)
+	return k, true
+}
+
+func (a *directoryActor) publishSession(ss *Session) {
+	k, ok := hashKey(ss.Hash)
+	if !ok {
+		return
+	}
+	ls := &liveSession{hash: ss.Hash, userID: ss.UserID, expiresAt: ss.ExpiresAt}
+	ls.lastSeenNanos.Store(ss.LastSeenAt.UnixNano())
+	ls.persistedNanos.Store(ss.LastSeenAt.UnixNano())
+	a.shared.sessions.Store(k, ls)
+}
+
+// unpublishSessions makes sessions unusable at once, before their end is
+// durable: failing safe, like an API key's revocation.
+func (a *directoryActor) unpublishSessions(hashes []string) {
+	for _, h := range hashes {
+		if k, ok := hashKey(h); ok {
+			a.shared.sessions.Delete(k)
+		}
+	}
+}
+
+// publishRoles republishes the user → workspace → role map (copy on write;
+// membership changes are rare next to the requests that read it).
+func (a *directoryActor) publishRoles() {
+	m := make(map[string]map[string]string, len(a.state.userAccounts))
+	for _, w := range a.state.Workspaces {
+		for uid, mem := range w.Members {
+			if m[uid] == nil {
+				m[uid] = make(map[string]string)
+			}
+			m[uid][w.ID] = mem.Role
+		}
+	}
+	a.shared.roles.Store(&m)
+}
+
+// touchSession records a session's last use (sent by authentication at
+// most once per sessionTouchInterval per session).
+type touchSession struct {
+	ls *liveSession
+	at time.Time
+}
+
+func (a *directoryActor) touch(m *touchSession) {
+	defer m.ls.touching.Store(false)
+	if _, ok := a.state.Sessions[m.ls.hash]; !ok {
+		return
+	}
+	b := a.e.store.NewBatch()
+	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.ls.hash, At: m.at}})
+	a.e.store.Commit(b, nil)
+	m.ls.persistedNanos.Store(m.at.UnixNano())
+}
+
+// sweep drops expired sessions and sign-in links, invitations closed longer
+// than closedInvitationRetention, and old per-address counters.
+func (a *directoryActor) sweep() {
+	now := a.e.clock.Now()
+	if now.Sub(a.lastSweep) < directorySweepInterval {
+		return
+	}
+	a.lastSweep = now
+	var events []directoryEvent
+	var ended []string
+	for h, ss := range a.state.Sessions {
+		if a.sessionOver(ss, now) {
+			ended = append(ended, h)
+		}
+	}
+	if len(ended) > 0 {
+		sort.Strings(ended)
+		a.unpublishSessions(ended)
+		events = append(events, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: ended}})
+	}
+	var links []string
+	for h, l := range a.state.SignInLinks {
+		if !now.Before(l.ExpiresAt) {
+			links = append(links, h)
+		}
+	}
+	if len(links) > 0 {
+		sort.Strings(links)
+		events = append(events, directoryEvent{SignInLinksDropped: &signInLinksDropped{Hashes: links}})
+	}
+	for _, w := range a.state.Workspaces {
+		var drop []string
+		for id, inv := range w.Invitations {
+			closedAt := inv.ClosedAt
+			if inv.statusAt(now) == InvitationExpired && inv.Status == InvitationPending {
+				closedAt = inv.ExpiresAt
+			}
+			if inv.statusAt(now) != InvitationPending && now.Sub(closedAt) >= closedInvitationRetention {
+				drop = append(drop, id)
+			}
+		}
+		if len(drop) > 0 {
+			sort.Strings(drop)
+			events = append(events, directoryEvent{InvitationsDropped: &invitationsDropped{AccountID: w.ID, IDs: drop}})
+		}
+	}
+	for addr, sends := range a.signInSends {
+		if len(recentWithin(sends, now, time.Hour)) == 0 {
+			delete(a.signInSends, addr)
+		}
+	}
+	if len(events) == 0 {
+		return
+	}
+	b := a.e.store.NewBatch()
+	a.record(b, events...)
+	a.e.store.Commit(b, nil)
+}
+
+// sessionOver reports whether ss is past its lifetime or idle timeout. The
+// last use is the later of the durable one and the published one.
+func (a *directoryActor) sessionOver(ss *Session, now time.Time) bool {
+	last := ss.LastSeenAt
+	if k, ok := hashKey(ss.Hash); ok {
+		if v, ok := a.shared.sessions.Load(k); ok {
+			if n := v.(*liveSession).lastSeenNanos.Load(); n > last.UnixNano() {
+				last = time.Unix(0, n)
+			}
+		}
+	}
+	return !now.Before(ss.ExpiresAt) || now.Sub(last) >= SessionIdleTimeout
+}
+
+// recentWithin returns the times of ts within window before now.
+func recentWithin(ts []time.Time, now time.Time, window time.Duration) []time.Time {
+	out := ts[:0:0]
+	for _, t := range ts {
+		if now.Sub(t) < window {
+			out = append(out, t)
+		}
+	}
+	return out
+}

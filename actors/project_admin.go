@@ -1,0 +1,121 @@
+package actors
+
+import (
+	"sort"
+	"time"
+
+	"rtcd/apierr"
+	"rtcd/persistence"
+)
+
+// Dashboard commands a project actor runs on its own record: rename and
+// archive. The directory decides who may (roles, the last project); the
+// project decides what its own state allows (no active rooms) and revokes
+// what it owns (API keys, webhook endpoints).
+
+type (
+	renameProject struct {
+		replyTo
+		user *DashboardUser
+		name string
+	}
+	archiveProject struct {
+		replyTo
+		user *DashboardUser
+	}
+)
+
+type projectRenamed struct {
+	Name string `json:"name"`
+}
+
+func (a *projectActor) renameProject(m *renameProject) {
+	e := a.e
+	p := a.state.Project
+	if p.Status != ProjectActive {
+		m.respond(reply{err: apierr.New(apierr.Conflict, "an archived project cannot be renamed").WithDetails("reason", "project_archived")})
+		return
+	}
+	old := p.Name
+	b := e.store.NewBatch()
+	a.record(b, projectEvent{ProjectRenamed: &projectRenamed{Name: m.name}})
+	details := map[string]any{"name": m.name, "previous_name": old}
+	e.writeAudit(b, a.id, m.user.caller(a.id), "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
+	e.writeAccountAudit(b, p.AccountID, m.user, "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
+	a.publish()
+	p = a.state.Project
+	body := mustJSON(projectView(&p))
+	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// archiveProject refuses while rooms are active (their participants would
+// lose the project under them), then revokes every active API key and
+// disables every webhook endpoint. Both take effect at once, before the
+// archive is durable: failing safe, like a single key's revocation.
+func (a *projectActor) archiveProject(m *archiveProject) {
+	e := a.e
+	p := a.state.Project
+	if p.Status != ProjectActive {
+		m.respond(reply{status: 200, body: mustJSON(projectView(&p))}) // DELETE is idempotent
+		return
+	}
+	if n := len(a.state.ActiveRooms) - int(a.shared.endedRooms.Load()); n > 0 {
+		m.respond(reply{err: apierr.New(apierr.ProjectHasActiveRooms, "the project has %d active room(s); end them before archiving it", n).
+			WithDetails("active_rooms", n)})
+		return
+	}
+	now := e.clock.Now()
+	caller := m.user.caller(a.id)
+	b := e.store.NewBatch()
+	var revoked [][32]byte
+	keyIDs := make([]string, 0, len(a.state.Keys))
+	for id := range a.state.Keys {
+		keyIDs = append(keyIDs, id)
+	}
+	sort.Strings(keyIDs) // a deterministic journal
+	for _, id := range keyIDs {
+		key := a.state.Keys[id]
+		if !key.RevokedAt.IsZero() {
+			continue
+		}
+		revoked = append(revoked, key.Hash)
+		a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: now}})
+		_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()), nil)
+		e.writeAudit(b, a.id, caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID},
+			map[string]any{"name": key.Name, "reason": "project_archived"})
+	}
+	epIDs := make([]string, 0, len(a.state.Endpoints))
+	for id := range a.state.Endpoints {
+		epIDs = append(epIDs, id)
+	}
+	sort.Strings(epIDs)
+	for _, id := range epIDs {
+		ep := a.state.Endpoints[id]
+		if ep.Status != EndpointEnabled {
+			continue
+		}
+		a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
+		_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), mustJSON(ep.view()), nil)
+		e.writeAudit(b, a.id, caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+			map[string]any{"url": ep.URL, "reason": "project_archived"})
+	}
+	a.record(b, projectEvent{ProjectArchived: &projectArchived{At: now}})
+	details := map[string]any{"name": p.Name, "revoked_api_keys": len(revoked)}
+	e.writeAudit(b, a.id, caller, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
+	e.writeAccountAudit(b, p.AccountID, m.user, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
+
+	e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) {
+		for _, h := range revoked {
+			delete(reg, h)
+		}
+	})
+	a.publish() // sessions stop reaching the project at once too
+	a.publishEndpoints()
+	p = a.state.Project
+	body := mustJSON(projectView(&p))
+	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+type projectArchived struct {
+	At time.Time `json:"at"`
+}
