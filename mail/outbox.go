@@ -82,7 +82,7 @@ func (s *OutboxSender) Send(ctx context.Context, m Message) error {
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory, so a reader never sees a partial message.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.eml")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.part") // not *.eml: readers of the outbox must not pick it up
 	if err != nil {
 		return fmt.Errorf("mail: outbox: %w", err)
 	}
