@@ -253,7 +253,7 @@ func (r binResult) code() string {
 	return s
 }
 
-func binCall(c *http.Client, method, url, key string, body any) (binResult, error) {
+func binCall(c *http.Client, method, url, key string, body any, headers ...string) (binResult, error) {
 	var rd io.Reader
 	if body != nil {
 		j, err := json.Marshal(body)
@@ -271,6 +271,10 @@ func binCall(c *http.Client, method, url, key string, body any) (binResult, erro
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for _, h := range headers { // "Name: value"
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	res, err := c.Do(req)
 	if err != nil {
