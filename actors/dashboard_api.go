@@ -282,11 +282,10 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 	if err != nil {
 		return nil, err
 	}
-	sessionToken, serr := auth.NewDashboardSecret(auth.SessionTokenPrefix)
+	sessionToken, sessionHash, serr := e.newSessionToken()
 	if serr != nil {
-		return nil, apierr.New(apierr.Internal, "could not create a session")
+		return nil, serr
 	}
-	sessionHash := hexHash(e.keys.HashDashboardSecret(sessionToken))
 	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
 		now := a.e.clock.Now()
 		link, ok := a.state.SignInLinks[hash]
@@ -304,6 +303,16 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 		a.commitAndStart(b, start, reply{status: 200, body: mustJSON(view)}, respond)
 	})
 	return r.body, r.err
+}
+
+// newSessionToken makes a session token and its hex keyed hash. It is
+// made before asking the directory, so the actor does no crypto/rand.
+func (e *Engine) newSessionToken() (token, hash string, err *apierr.Error) {
+	token, rerr := auth.NewDashboardSecret(auth.SessionTokenPrefix)
+	if rerr != nil {
+		return "", "", apierr.New(apierr.Internal, "could not create a session")
+	}
+	return token, hexHash(e.keys.HashDashboardSecret(token)), nil
 }
 
 // GoogleIdentity is what a verified Google sign-in established.
@@ -337,12 +346,20 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 	if len(name) > MaxDisplayNameBytes || checkText("name", &name, MaxDisplayNameBytes) != nil {
 		name = ""
 	}
-	sessionToken, serr := auth.NewDashboardSecret(auth.SessionTokenPrefix)
+	sessionToken, sessionHash, serr := e.newSessionToken()
 	if serr != nil {
-		return nil, apierr.New(apierr.Internal, "could not create a session")
+		return nil, serr
 	}
-	sessionHash := hexHash(e.keys.HashDashboardSecret(sessionToken))
 	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+		// Users are keyed on the provider's subject: an address already
+		// linked to another Google account (addresses get reused) does
+		// not sign in to it.
+		if _, linked := a.state.byGoogle[id.Subject]; !linked {
+			if uid, ok := a.state.byEmail[email]; ok && a.state.Users[uid].GoogleSubject != "" {
+				respond(reply{err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
+				return
+			}
+		}
 		b := a.e.store.NewBatch()
 		start, view := a.completeSignIn(b, signInRequest{
 			email: email, googleSubject: id.Subject, name: name, method: "google", invitationHash: invitationHash,

@@ -93,6 +93,12 @@ func (s *Server) dashboardRoutes() {
 			rc.fail(apierr.Invalid("state", "state must be 16 to 512 characters of A-Z, a-z, 0-9, '.', '_', '~' and '-'; bind it to the browser and send the same state to POST /v1/auth/google"))
 			return
 		}
+		// Counted with sign-in attempts: the first call after a start asks
+		// the provider for its discovery document.
+		if err := e.CheckSignInAttempt(s.sourceIP(rc.ctx)); err != nil {
+			rc.fail(err)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), googleExchangeTimeout)
 		defer cancel()
 		u, err := s.google.AuthURL(ctx, state)
@@ -122,6 +128,12 @@ func (s *Server) dashboardRoutes() {
 		}
 		if p.State == nil || !googleauth.ValidState(*p.State) {
 			rc.fail(apierr.Invalid("state", "state is required: the state the sign-in was started with"))
+			return
+		}
+		// Checked before the exchange: the provider's code works once, so a
+		// request refused afterwards would burn it.
+		if p.InvitationToken != nil && !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
+			rc.fail(apierr.Invalid("invitation_token", "invitation_token is malformed"))
 			return
 		}
 		ip := s.sourceIP(rc.ctx)
