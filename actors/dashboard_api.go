@@ -191,35 +191,46 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		return err
 	}
 	// Malformed but plausible: the same answer, and nothing is sent.
-	if _, err := mail.ParseAddress(email); err != nil {
-		return nil
-	}
+	_, perr := mail.ParseAddress(email)
+	deliverable := perr == nil
 	token, err := auth.NewDashboardSecret(auth.SignInTokenPrefix)
 	if err != nil {
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
 	hash := hexHash(e.keys.HashDashboardSecret(token))
 	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
-		a.startSignIn(email, token, hash, invitationHash, respond)
+		a.startSignIn(email, token, hash, invitationHash, deliverable, respond)
 	})
 	return r.err
 }
 
-func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, respond func(reply)) {
+// startSignIn records a link and, when the address is deliverable and
+// under its hourly limit, mails it. A link is recorded (and the answer
+// waits for its write) even when no mail goes out, so the answer takes the
+// same path, and the same time, whatever the address.
+func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, respond func(reply)) {
 	now := a.e.clock.Now()
-	sends := recentWithin(a.signInSends[email], now, time.Hour)
-	if len(sends) >= SignInMailsPerAddressPerHour || len(a.state.SignInLinks) >= maxPendingSignInLinks ||
-		(len(sends) == 0 && len(a.signInSends) >= maxTrackedSignInAddresses) {
-		respond(reply{}) // the same 202: the limit is not revealed either
+	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
+		respond(reply{}) // the same 202; logged by the sweep's counters, not per request
 		return
 	}
-	a.signInSends[email] = append(sends, now)
+	sends := recentWithin(a.signInSends[email], now, time.Hour)
+	send := deliverable && len(sends) < SignInMailsPerAddressPerHour &&
+		(len(sends) > 0 || len(a.signInSends) < maxTrackedSignInAddresses)
+	if send {
+		a.signInSends[email] = append(sends, now)
+	}
 	link := SignInLink{Hash: hash, Email: email, InvitationHash: invitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
 	b := a.e.store.NewBatch()
 	a.record(b, directoryEvent{SignInLinkCreated: &link})
-	msg := a.e.signInMail(email, token, link.ExpiresAt)
+	var msg outgoingMail
+	if send {
+		msg = a.e.signInMail(email, token, link.ExpiresAt)
+	}
 	a.e.store.Commit(b, func() {
-		a.e.enqueueMail(msg)
+		if send {
+			a.e.enqueueMail(msg)
+		}
 		respond(reply{})
 	})
 }
@@ -300,7 +311,7 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 			sessionToken: sessionToken, sessionHash: sessionHash,
 			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 		}, now)
-		a.commitAndStart(b, start, reply{status: 200, body: mustJSON(view)}, respond)
+		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, reply{status: 200, body: mustJSON(view)}, respond)
 	})
 	return r.body, r.err
 }
@@ -366,7 +377,7 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 			sessionToken: sessionToken, sessionHash: sessionHash,
 			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 		}, a.e.clock.Now())
-		a.commitAndStart(b, start, reply{status: 200, body: mustJSON(view)}, respond)
+		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, reply{status: 200, body: mustJSON(view)}, respond)
 	})
 	return r.body, r.err
 }
@@ -486,34 +497,11 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 		}
 		now := a.e.createdAt()
 		b := a.e.store.NewBatch()
-		id, events, start := a.newWorkspace(b, u.UserID, name, u, now)
+		view, events, start := a.newWorkspace(b, u.UserID, name, u, now)
 		a.record(b, events...)
-		w := a.state.Workspaces[id]
-		started := make(chan struct{})
-		a.e.store.Commit(b, func() {
-			<-started
-			respond(reply{status: 201, body: mustJSON(a.accountViewAfterStart(w.ID, w.Name, w.CreatedAt, w.ProjectIDs))})
-		})
-		start()
-		a.publishRoles()
-		close(started)
+		a.commitAndStart(b, start, true, reply{status: 201, body: mustJSON(view)}, respond)
 	})
 	return r.body, r.err
-}
-
-// accountViewAfterStart renders a new workspace for its owner from values
-// copied on the directory's goroutine and the project actors' published
-// records (safe from the syncer goroutine).
-func (a *directoryActor) accountViewAfterStart(id, name string, createdAt time.Time, projectIDs []string) AccountView {
-	v := AccountView{Object: "account", ID: id, Name: name, Role: RoleOwner, CreatedAt: Timestamp(createdAt), Projects: []ProjectView{}}
-	for _, pid := range projectIDs {
-		if h, ok := a.e.project(pid); ok {
-			if p := h.shared.project.Load(); p != nil {
-				v.Projects = append(v.Projects, projectView(p))
-			}
-		}
-	}
-	return v
 }
 
 // RenameAccount renames a workspace (owners and admins).

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -40,8 +42,8 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 		body := mustJSON(projectView(&project))
 		a.commitAndStart(b, func() {
 			errs := make(chan error, 1) // recovery of a just-written snapshot; nobody waits on it
-			a.e.spawnProject(project.ID, nil, errs)
-		}, reply{status: 201, body: body}, respond)
+			a.e.spawnProject(project.ID, &project, errs)
+		}, false, reply{status: 201, body: body}, respond)
 	})
 	return r.body, r.err
 }
@@ -57,7 +59,10 @@ func (e *Engine) projectInAccount(u *DashboardUser, accountID, projectID string)
 		return nil, "", errNoProject(projectID)
 	}
 	h, ok := e.project(projectID)
-	if !ok || h.shared.project.Load().AccountID != accountID {
+	if !ok {
+		return nil, "", errNoProject(projectID)
+	}
+	if p := h.shared.project.Load(); p == nil || p.AccountID != accountID {
 		return nil, "", errNoProject(projectID)
 	}
 	return h, role, nil
@@ -81,8 +86,10 @@ func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p 
 }
 
 // ArchiveProject archives a project (owners): its API keys are revoked and
-// its webhook endpoints disabled. The directory runs it so that two
-// archives in one workspace cannot both pass the last-project check.
+// its webhook endpoints disabled. The directory checks the last-project
+// rule and marks the project as being archived, so that two archives in one
+// workspace cannot both pass the check; the project actor does the work
+// while the directory goes on serving (it never waits on another actor).
 func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
 	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
 		w, role, err := a.membership(u.UserID, accountID)
@@ -99,11 +106,17 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 			respond(reply{err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
 			return
 		}
-		if h.shared.project.Load().Status == ProjectActive {
+		if a.archiving[projectID] {
+			respond(reply{err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
+			return
+		}
+		if p := h.shared.project.Load(); p != nil && p.Status == ProjectActive {
 			active := 0
 			for _, id := range w.ProjectIDs {
-				if ph, ok := a.e.project(id); ok && ph.shared.project.Load().Status == ProjectActive {
-					active++
+				if ph, ok := a.e.project(id); ok && !a.archiving[id] {
+					if p := ph.shared.project.Load(); p != nil && p.Status == ProjectActive {
+						active++
+					}
 				}
 			}
 			if active <= 1 {
@@ -111,9 +124,21 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 				return
 			}
 		}
-		// The project never asks the directory, so waiting here cannot
-		// deadlock; it serializes archives of one workspace.
-		respond(a.e.ask(h.pid, &archiveProject{user: u}))
+		a.archiving[projectID] = true
+		cmd := &archiveProject{user: u}
+		done := make(chan reply, 1)
+		cmd.attach(done)
+		a.e.system.Root.Send(h.pid, cmd)
+		go func() {
+			// The project always answers (a stopped one through the dead
+			// letter handler), so the mark is always cleared.
+			r := <-done
+			a.e.tellDirectory(func(a *directoryActor) { delete(a.archiving, projectID) })
+			if r.gone {
+				r = reply{err: errUnavailable}
+			}
+			respond(r)
+		}()
 	})
 	return r.body, r.err
 }
@@ -191,7 +216,11 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 		}
 		from := m.Role
 		b := a.e.store.NewBatch()
-		a.record(b, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: userID, Role: role, At: a.e.clock.Now()}})
+		events := []directoryEvent{{MemberSet: &memberSet{AccountID: w.ID, UserID: userID, Role: role, At: a.e.clock.Now()}}}
+		if role == RoleMember {
+			events = append(events, a.dropInvitationsBy(b, w, userID, u)...)
+		}
+		a.record(b, events...)
 		a.e.writeAccountAudit(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
 		body := mustJSON(a.memberView(w, userID))
 		a.publishRoles() // at once: a demotion takes effect before it is durable
@@ -229,7 +258,8 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 		}
 		body := mustJSON(a.memberView(w, userID))
 		b := a.e.store.NewBatch()
-		a.record(b, directoryEvent{MemberRemoved: &memberRemoved{AccountID: w.ID, UserID: userID}})
+		events := append(a.dropInvitationsBy(b, w, userID, u), directoryEvent{MemberRemoved: &memberRemoved{AccountID: w.ID, UserID: userID}})
+		a.record(b, events...)
 		a.e.writeAccountAudit(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
 		a.publishRoles() // at once: failing safe
 		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
@@ -238,6 +268,27 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 }
 
 // --- invitations ---------------------------------------------------------------
+
+// dropInvitationsBy revokes the pending invitations userID sent in w: an
+// invitation carries its sender's authority, which ends when they leave or
+// become a plain member. It returns the events and adds the audits to b.
+func (a *directoryActor) dropInvitationsBy(b *pebble.Batch, w *Workspace, userID string, u *DashboardUser) []directoryEvent {
+	now := a.e.clock.Now()
+	var ids []string
+	for id, inv := range w.Invitations {
+		if inv.InvitedBy == userID && inv.statusAt(now) == InvitationPending {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids) // a deterministic journal
+	events := make([]directoryEvent, 0, len(ids))
+	for _, id := range ids {
+		events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: id, Status: InvitationRevoked, At: now, By: u.UserID}})
+		a.e.writeAccountAudit(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: id},
+			map[string]any{"email": w.Invitations[id].Email, "reason": "inviter_lost_role"})
+	}
+	return events
+}
 
 // invitationRate is the 429 of an hourly invitation limit, with the wait
 // until the oldest creation in the window leaves it.
@@ -469,7 +520,7 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 		a.record(b, events...)
 		body := mustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
 			JoinedAccount: a.accountView(w, w.Members[user.ID].Role)})
-		a.commitAndStart(b, func() {}, reply{status: 200, body: body}, respond)
+		a.commitAndStart(b, func() {}, true, reply{status: 200, body: body}, respond)
 	})
 	return r.body, r.err
 }

@@ -480,7 +480,10 @@ type directoryActor struct {
 	// the last hour (SignInMailsPerAddressPerHour). Memory only: losing it
 	// at a restart only allows a few more mails.
 	signInSends map[string][]time.Time
-	lastSweep   time.Time
+	// archiving marks projects whose archive the project actor is doing;
+	// they count as archived for the last-project rule meanwhile.
+	archiving map[string]bool
+	lastSweep time.Time
 }
 
 func (e *Engine) spawnDirectory(recoveryErrs chan<- error) {
@@ -524,6 +527,7 @@ func (a *directoryActor) recover() {
 	}
 	a.recovered = true
 	a.signInSends = make(map[string][]time.Time)
+	a.archiving = make(map[string]bool)
 	a.journal = persistence.NewJournal(a.e.store, directoryActorID, a.e.settings.SnapshotEveryEvents)
 	a.state = nil
 	_, err := a.journal.Recover(

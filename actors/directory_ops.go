@@ -26,6 +26,13 @@ func (e *Engine) askDirectory(do func(a *directoryActor, respond func(reply))) r
 	return e.ask(e.directory, &dirOp{do: do})
 }
 
+// tellDirectory runs do on the directory without waiting for it.
+func (e *Engine) tellDirectory(do func(a *directoryActor)) {
+	op := &dirOp{do: func(a *directoryActor, respond func(reply)) { do(a); respond(reply{}) }}
+	op.attach(make(chan reply, 1)) // nobody reads it
+	e.system.Root.Send(e.directory, op)
+}
+
 // DashboardUser is the authenticated person of a dashboard request.
 type DashboardUser struct {
 	UserID      string
@@ -232,9 +239,10 @@ func (a *directoryActor) ownedCount(userID string) int {
 }
 
 // newWorkspace adds to b a new workspace owned by ownerID with its wallet
-// and a first project, and returns the directory events and a function
-// that starts the wallet and project actors (call it once b is applied).
-func (a *directoryActor) newWorkspace(b *pebble.Batch, ownerID, name string, u *DashboardUser, now time.Time) (string, []directoryEvent, func()) {
+// and a first project, and returns its view (as its owner sees it), the
+// directory events and a function that starts the wallet and project
+// actors (call it once b is applied).
+func (a *directoryActor) newWorkspace(b *pebble.Batch, ownerID, name string, u *DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
 	e := a.e
 	accountID := ids.New(ids.Account)
 	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
@@ -256,9 +264,11 @@ func (a *directoryActor) newWorkspace(b *pebble.Batch, ownerID, name string, u *
 	start := func() {
 		errs := make(chan error, 2) // recovery of a just-written snapshot; nobody waits on it
 		e.spawnWallet(accountID, errs)
-		e.spawnProject(project.ID, nil, errs)
+		e.spawnProject(project.ID, &project, errs)
 	}
-	return accountID, events, start
+	view := AccountView{Object: "account", ID: accountID, Name: name, Role: RoleOwner, CreatedAt: Timestamp(now),
+		Projects: []ProjectView{projectView(&project)}}
+	return view, events, start
 }
 
 // DefaultProjectName and defaultWorkspaceName name what a sign-up creates.
@@ -320,11 +330,10 @@ func (a *directoryActor) completeSignIn(b *pebble.Batch, r signInRequest, now ti
 		}
 	}
 	var created *AccountView
-	var createdID string
 	if !exists && joinedWorkspace == nil {
-		var wsEvents []directoryEvent
-		createdID, wsEvents, start = a.newWorkspace(b, user.ID, defaultWorkspaceName, actor, now)
+		v, wsEvents, startWorkspace := a.newWorkspace(b, user.ID, defaultWorkspaceName, actor, now)
 		events = append(events, wsEvents...)
+		created, start = &v, startWorkspace
 	}
 	// A user keeps at most MaxSessionsPerUser sessions: the oldest go.
 	if live := a.state.userSessions[user.ID]; len(live) >= MaxSessionsPerUser {
@@ -349,12 +358,6 @@ func (a *directoryActor) completeSignIn(b *pebble.Batch, r signInRequest, now ti
 		v := a.accountView(joinedWorkspace, joinedWorkspace.Members[user.ID].Role)
 		joined = &v
 	}
-	if createdID != "" {
-		w := a.state.Workspaces[createdID]
-		v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: RoleOwner, CreatedAt: Timestamp(w.CreatedAt),
-			Projects: []ProjectView{}}
-		created = &v
-	}
 	view := SessionView{Object: "session", Token: r.sessionToken, ExpiresAt: Timestamp(session.ExpiresAt),
 		IdleTimeoutSeconds: int(SessionIdleTimeout / time.Second), User: a.state.Users[user.ID].view(),
 		JoinedAccount: joined, CreatedAccount: created}
@@ -374,18 +377,20 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 	return inv
 }
 
-// commitAndStart commits b, then starts a new workspace's actors and
-// publishes the directory's views, and answers once b is durable. The
-// answer waits for start: a caller told about a new project may use it at
-// once, so its actor must be registered first.
-func (a *directoryActor) commitAndStart(b *pebble.Batch, start func(), answer reply, respond func(reply)) {
+// commitAndStart commits b, then starts a new workspace's actors and, when
+// memberships changed, republishes the roles; it answers once b is
+// durable. The answer waits for start: a caller told about a new project
+// may use it at once, so its actor must be registered first.
+func (a *directoryActor) commitAndStart(b *pebble.Batch, start func(), rolesChanged bool, answer reply, respond func(reply)) {
 	started := make(chan struct{})
 	a.e.store.Commit(b, func() {
 		<-started
 		respond(answer)
 	})
 	start()
-	a.publishRoles()
+	if rolesChanged {
+		a.publishRoles()
+	}
 	close(started)
 }
 

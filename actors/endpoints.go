@@ -169,6 +169,10 @@ type (
 
 func (a *projectActor) createEndpoint(m *createEndpoint) {
 	e := a.e
+	if a.state.Project.Status != ProjectActive {
+		m.respond(reply{err: errBadCredential}) // archived while the request was on its way
+		return
+	}
 	if a.state.ActiveEndpoints >= MaxActiveEndpointsPerProject {
 		m.respond(reply{err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
 			WithDetails("limit", MaxActiveEndpointsPerProject)})

@@ -314,10 +314,18 @@ func (e *Engine) wallet(id string) (*walletHandle, bool) {
 	return v.(*walletHandle), true
 }
 
-func (e *Engine) spawnProject(id string, initial *projectState, recoveryErrs chan<- error) *projectHandle {
+// spawnProject starts a project's actor. created is the record of a project
+// created at run time (nil at recovery): it is published before the handle
+// is registered, so nobody who finds the handle sees it without a record
+// (the actor's own recovery publishes the same record moments later).
+func (e *Engine) spawnProject(id string, created *Project, recoveryErrs chan<- error) *projectHandle {
 	h := &projectHandle{shared: &projectShared{}}
+	if created != nil {
+		p := *created
+		h.shared.project.Store(&p)
+	}
 	registered := make(chan struct{})
-	a := &projectActor{e: e, id: id, shared: h.shared, initial: initial, recoveryErrs: recoveryErrs, registered: registered}
+	a := &projectActor{e: e, id: id, shared: h.shared, recoveryErrs: recoveryErrs, registered: registered}
 	e.recovering.Add(1)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))

@@ -64,7 +64,6 @@ type projectActor struct {
 	shared       *projectShared
 	journal      *persistence.Journal
 	state        *projectState
-	initial      *projectState // set when the project is created at run time
 	recoveryErrs chan<- error
 	// registered is closed once spawnProject has published the project's
 	// handle. The actor starts as soon as it is spawned, before that, and
@@ -280,6 +279,10 @@ func (a *projectActor) roomClosed(m *roomClosed) {
 
 func (a *projectActor) createKey(m *createKey) {
 	e := a.e
+	if a.state.Project.Status != ProjectActive {
+		m.respond(reply{err: errBadCredential}) // archived while the request was on its way
+		return
+	}
 	if !m.caller.Scopes.Contains(m.scopes) {
 		missing := scopes.Set(m.scopes &^ m.caller.Scopes)
 		m.respond(reply{err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
