@@ -496,3 +496,90 @@ func TestDashboardGoogleIssuerUnreachable(t *testing.T) {
 	// Discovery failures are not cached: still 503, not a stuck state.
 	ggMustFail(t, e.ggSignIn("a-syntactically-valid-code", ggState(t), ""), 503, "service_unavailable")
 }
+
+// ggAuthorizeURL signs user in at the provider through authURL (which a
+// test may have altered) and returns the code of the redirect.
+func ggAuthorizeURL(t *testing.T, m *mockoidc.MockOIDC, authURL string, user *mockoidc.MockUser) string {
+	t.Helper()
+	m.QueueUser(user)
+	res, err := ggBrowser.Get(authURL)
+	if err != nil {
+		t.Fatalf("GET authorize: %v", err)
+	}
+	res.Body.Close()
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || loc.Query().Get("code") == "" {
+		t.Fatalf("authorize answered %d with Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	return loc.Query().Get("code")
+}
+
+// TestDashboardGoogleWrongNonce: an ID token whose nonce is not the one
+// derived from the state is refused by the server (the PKCE verifier still
+// matches, so only the nonce check can catch it).
+func TestDashboardGoogleWrongNonce(t *testing.T) {
+	e, m := ggStart(t)
+	state := ggState(t)
+	u, _ := url.Parse(e.ggAuthURL(state))
+	q := u.Query()
+	q.Set("nonce", "a-nonce-from-another-login")
+	u.RawQuery = q.Encode()
+	code := ggAuthorizeURL(t, m, u.String(), &mockoidc.MockUser{Subject: "sub-nonce", Email: "nonce@example.com", EmailVerified: true})
+	ggMustFail(t, e.ggSignIn(code, state, ""), 401, "authentication_failed")
+}
+
+// TestDashboardGoogleExpiredToken: the server checks the ID token's expiry
+// on its injected clock.
+func TestDashboardGoogleExpiredToken(t *testing.T) {
+	e, m := ggStart(t)
+	state := ggState(t)
+	code := e.ggAuthorize(m, state, &mockoidc.MockUser{Subject: "sub-late", Email: "late@example.com", EmailVerified: true})
+	e.clock.Advance(m.AccessTTL + time.Minute)
+	ggMustFail(t, e.ggSignIn(code, state, ""), 401, "authentication_failed")
+}
+
+// TestDashboardGoogleWrongAudience: an ID token issued to another client
+// is refused. mockoidc always names its own client id as the audience, so
+// the server is configured with another id, which a middleware swaps for
+// mockoidc's before its handlers see it.
+func TestDashboardGoogleWrongAudience(t *testing.T) {
+	const ourClientID = "rtcd-dashboard-other-client"
+	m, err := mockoidc.NewServer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.AddMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := r.ParseForm(); err == nil && r.Form.Get("client_id") == ourClientID {
+				r.Form.Set("client_id", m.ClientID)
+				if r.PostForm != nil && r.PostForm.Get("client_id") != "" {
+					r.PostForm.Set("client_id", m.ClientID)
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ln, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	// Control: through the same provider, the right client id signs in.
+	ok := startIn(t, t.TempDir(), clock.NewFake(time.Now()),
+		"--google-client-id="+m.ClientID, "--google-client-secret="+m.ClientSecret, "--google-issuer="+m.Issuer())
+	state := ggState(t)
+	code := ok.ggAuthorize(m, state, &mockoidc.MockUser{Subject: "sub-aud", Email: "aud@example.com", EmailVerified: true})
+	ok.ggSignIn(code, state, "").must(t, 200)
+
+	e := startIn(t, t.TempDir(), clock.NewFake(time.Now()),
+		"--google-client-id="+ourClientID, "--google-client-secret="+m.ClientSecret, "--google-issuer="+m.Issuer())
+	state = ggState(t)
+	code = e.ggAuthorize(m, state, &mockoidc.MockUser{Subject: "sub-aud", Email: "aud@example.com", EmailVerified: true})
+	ggMustFail(t, e.ggSignIn(code, state, ""), 401, "authentication_failed")
+}
