@@ -18,9 +18,14 @@ run:
 build:
 	$(GO) build -o bin/rtcd ./cmd/rtcd
 
-## test: gofmt check, go vet, then every test with the race detector
+# SDK_MODULES are the SDKs: nested Go modules with their own versions
+# (docs/sdks.md), tested against the real server like the service itself.
+SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
+
+## test: gofmt check, go vet, then every test with the race detector (the service and each SDK module)
 test: fmt vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
 ## bench: a smoke run of every benchmark (100 iterations each)
 bench:
@@ -36,3 +41,4 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	@set -e; for m in $(SDK_MODULES); do (cd $$m && $(GO) vet ./...); done

@@ -1,0 +1,3 @@
+module rtcd.dev/sdk/server
+
+go 1.26
