@@ -144,19 +144,23 @@ func (e *env) do(method, path, key string, body any, headers ...string) *resp {
 // send is do without the testing.T: safe to call from any goroutine. It
 // returns the transport error instead of failing the test.
 func (e *env) send(method, path, key string, body any, headers ...string) (*resp, error) {
+	var payload []byte
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		payload = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		payload = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(j)
+		payload = j
+	}
+	if body != nil {
+		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequest(method, e.Base+path, rd)
 	if err != nil {
@@ -182,6 +186,7 @@ func (e *env) send(method, path, key string, body any, headers ...string) (*resp
 		return nil, err
 	}
 	r := &resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
+	e.checkOpenAPI(req, payload, res.StatusCode, res.Header, raw) // docs/openapi.yaml
 	if len(raw) > 0 {
 		_ = json.Unmarshal(raw, &r.JSON)
 	}

@@ -103,6 +103,17 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 // Handler is the fasthttp handler of the API.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
 
+// Routes lists the registered routes: method to paths, in the router's
+// {param} syntax. The e2e suite compares it with docs/openapi.yaml. The
+// result is a copy; changing it does not change the router.
+func (s *Server) Routes() map[string][]string {
+	out := make(map[string][]string, len(s.router.List()))
+	for method, paths := range s.router.List() {
+		out[method] = append([]string(nil), paths...)
+	}
+	return out
+}
+
 // NewFastHTTPServer returns a fasthttp server with the API's limits and
 // timeouts, and an error handler that answers malformed and oversized
 // requests in the error envelope.
