@@ -37,7 +37,13 @@ type hub struct {
 	closed      bool               // shut down: registrations refused
 
 	tombstones tombstones
-	doomed     []*conn // slow consumers found while sending; see settle
+	// endedSessions remembers the media sessions that joined and left, so
+	// their token cannot join again: a session that left has had its usage
+	// closed by the control plane, and a second join with its token would
+	// be on the node unmetered. Kept apart from tombstones so a churn of
+	// sessions never pushes out a removal.
+	endedSessions tombstones
+	doomed        []*conn // slow consumers found while sending; see settle
 }
 
 type room struct {
@@ -55,11 +61,12 @@ type member struct {
 
 func newHub(n *Node) *hub {
 	return &hub{
-		n:          n,
-		cfg:        n.cfg,
-		rooms:      make(map[string]*room),
-		pending:    make(map[*conn]struct{}),
-		tombstones: tombstones{at: make(map[string]time.Time)},
+		n:             n,
+		cfg:           n.cfg,
+		rooms:         make(map[string]*room),
+		pending:       make(map[*conn]struct{}),
+		tombstones:    tombstones{at: make(map[string]time.Time)},
+		endedSessions: tombstones{at: make(map[string]time.Time)},
 	}
 }
 
@@ -109,6 +116,10 @@ func (h *hub) join(c *conn, claims auth.MediaClaims) {
 	}
 	if h.tombstones.has(participantTombstone(claims.RoomID, claims.ParticipantID)) {
 		h.terminate(c, CodeRemoved, "the participant was removed from the room")
+		return
+	}
+	if h.endedSessions.has(claims.SessionID) {
+		h.terminate(c, CodeTokenExpired, "this media token's session has ended; connect again for a new one")
 		return
 	}
 	r := h.rooms[claims.RoomID]
@@ -234,6 +245,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	}
 	h.tombstones.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
+	h.endedSessions.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
 }
 
 func (h *hub) closeRoom(roomID, reason string, now time.Time) {
@@ -386,6 +398,7 @@ func (h *hub) reportJoined(m *member) {
 }
 
 func (h *hub) reportLeft(m *member, reason string, now time.Time) {
+	h.endedSessions.add(m.claims.SessionID, now)
 	h.cfg.Reporter.Left(LeaveReport{
 		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
 		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: now, Reason: reason,
