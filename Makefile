@@ -42,3 +42,14 @@ fmt:
 vet:
 	$(GO) vet ./...
 	@set -e; for m in $(SDK_MODULES); do (cd $$m && $(GO) vet ./...); done
+
+# LOADTEST_ARGS are the flags of `make loadtest` (loadtest/README.md lists
+# every flag). The default starts a local rtcd on a temporary data dir,
+# runs the connect scenario against it and the baseline, and stops it.
+LOADTEST_ARGS ?= -local -scenario connect -duration 10s -concurrency 64 -with-baseline
+
+.PHONY: loadtest
+
+## loadtest: run the load test suite (go run ./loadtest $(LOADTEST_ARGS)); see loadtest/README.md
+loadtest:
+	$(GO) run ./loadtest $(LOADTEST_ARGS)
