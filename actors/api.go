@@ -100,6 +100,9 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() command, ifStopped
 		return Result{}, notFound
 	}
 	if h, ok := e.room(roomID); ok && h.projectID == projectID {
+		if h.depth.Load() >= roomMailboxCapacity {
+			return Result{}, errRoomBusy
+		}
 		r := e.ask(h.pid, cmd())
 		if !r.gone {
 			return result(r)
@@ -116,6 +119,15 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() command, ifStopped
 	}
 	return ifStopped(record)
 }
+
+// errRoomBusy sheds a request for a room with roomMailboxCapacity
+// commands already queued.
+var errRoomBusy = func() *apierr.Error {
+	err := apierr.New(apierr.ServiceUnavailable, "the room has too many requests queued; retry shortly").
+		WithDetails("limit", roomMailboxCapacity)
+	err.RetryAfterSeconds = 1
+	return err
+}()
 
 // endedRoomError is the error for a command that needs a room that ended.
 func endedRoomError(record []byte) (Result, *apierr.Error) {

@@ -24,6 +24,15 @@ const (
 	// full (protoactor's Bounded mailbox), so load sheds at the HTTP server's
 	// concurrency limit instead of growing memory.
 	mailboxCapacity = 4096
+	// roomMailboxCapacity bounds the commands queued for one room. Rooms
+	// are many, and protoactor's Bounded mailbox allocates its whole ring
+	// up front (4096 slots are 96 KiB per idle room), so a room's mailbox
+	// grows on demand instead and the bound is enforced where commands are
+	// sent: past it a request gets 503 with Retry-After (askRoom) and the
+	// sweeper skips the room. Reports from the media node are never refused
+	// or blocked: the node's hub must not wait on a room that may be
+	// waiting on the node.
+	roomMailboxCapacity = 4096
 	// askTimeout bounds how long a request waits for its actor; past it the
 	// caller gets service_unavailable.
 	askTimeout = 10 * time.Second
@@ -166,6 +175,7 @@ type projectShared struct {
 type roomHandle struct {
 	pid       *actor.PID
 	projectID string
+	depth     atomic.Int64 // messages queued in its mailbox (roomMailboxCapacity)
 }
 
 // New returns an engine over store. Call Start before use.
@@ -344,13 +354,15 @@ func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, 
 	if recoveryErrs != nil {
 		e.recovering.Add(1)
 	}
+	h := &roomHandle{projectID: projectID}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.roomMailbox})))
+		actor.WithMailbox(actor.Unbounded(depthCounter{&e.roomMailbox}, depthCounter{&h.depth})))
 	pid, err := e.system.Root.SpawnNamed(props, "room/"+id)
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning room %s: %v", id, err))
 	}
-	e.rooms.Store(id, &roomHandle{pid: pid, projectID: projectID})
+	h.pid = pid
+	e.rooms.Store(id, h)
 }
 
 // sweepLoop asks every live room to check its expiry and passivation, on a
@@ -366,7 +378,9 @@ func (e *Engine) sweepLoop() {
 			return
 		case <-t.C:
 			e.rooms.Range(func(_, v any) bool {
-				e.system.Root.Send(v.(*roomHandle).pid, sweep{})
+				if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
+					e.system.Root.Send(h.pid, sweep{})
+				}
 				return true
 			})
 			e.wallets.Range(func(_, v any) bool {
