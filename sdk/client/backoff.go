@@ -26,7 +26,8 @@ type ReconnectPolicy struct {
 	Multiplier   float64       // default 2
 	Jitter       float64       // up to 1; default 0.5; negative: no jitter
 	// MaxAttempts is the number of attempts (default 10). Negative: never
-	// reconnect; a drop moves the session to failed.
+	// reconnect; a drop moves the session straight to failed (no
+	// reconnecting state), with the drop's error (connection_lost, …).
 	MaxAttempts int
 	MaxElapsed  time.Duration // default 2 minutes
 }

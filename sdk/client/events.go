@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -65,6 +66,13 @@ type Participant struct {
 	State json.RawMessage `json:"state"`
 }
 
+// clone returns a copy whose State shares nothing with p's, so a handler or
+// a caller of Participants cannot change the session's own copy.
+func (p Participant) clone() *Participant {
+	p.State = bytes.Clone(p.State)
+	return &p
+}
+
 // Track is a media track. The reference media node carries no media, so
 // this version never emits track events with it; the type and the event
 // names exist so applications can be written against the contract.
@@ -114,9 +122,25 @@ const (
 	ReasonFailed    = "failed"     // the session failed (Err says why)
 )
 
+// Bounds of a session's event queue (events emitted, not yet handled).
+// Handlers run one at a time on the session's event goroutine; a handler
+// slower than the events arrive makes the queue grow. Once it holds
+// coalesceQueuedEvents events, a new participant.updated replaces the one
+// still queued for the same participant, and a new quality_changed the one
+// still queued (so handlers see the latest values, not every step). Past
+// maxQueuedEvents, participant, track, quality and error events are
+// dropped, and one error event (code unknown, Debug["dropped_events"]: how
+// many, Debug["dropped"]: how many of each name) is queued to say so. Connection
+// events (state_changed, reconnecting, reconnected, disconnected) are never
+// dropped: a session emits few of them.
+const (
+	maxQueuedEvents      = 1024
+	coalesceQueuedEvents = 64
+)
+
 // dispatcher runs handlers on its own goroutine, one event at a time in the
 // order they were emitted, so a slow handler never blocks the read loop.
-// The queue is unbounded; events are small and a session emits few.
+// The queue is bounded (maxQueuedEvents).
 type dispatcher struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -124,6 +148,9 @@ type dispatcher struct {
 	closed   bool
 	handlers map[string][]*handlerEntry
 	done     chan struct{}
+	// dropped is the queued error event reporting dropped events, while it
+	// is still queued (its Debug is updated as more are dropped).
+	dropped *Error
 }
 
 type handlerEntry struct {
@@ -160,15 +187,71 @@ func (d *dispatcher) on(name string, fn func(Event)) func() {
 	}
 }
 
-// emit queues ev. After close it is dropped.
+// emit queues ev. After close it is dropped. It never blocks: a long queue
+// is coalesced and past maxQueuedEvents some events are dropped (see
+// maxQueuedEvents).
 func (d *dispatcher) emit(ev Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return
 	}
+	defer d.cond.Signal()
+	if len(d.queue) >= coalesceQueuedEvents {
+		switch ev.Name {
+		case EventParticipantUpdated:
+			if ev.Participant != nil {
+				for i := len(d.queue) - 1; i >= 0; i-- {
+					q := d.queue[i]
+					if q.Name == EventParticipantUpdated && q.Participant != nil && q.Participant.ID == ev.Participant.ID {
+						d.remove(i)
+						break
+					}
+					if q.Participant != nil && q.Participant.ID == ev.Participant.ID {
+						break // a join or leave in between: keep the order
+					}
+				}
+			}
+		case EventQualityChanged:
+			for i := len(d.queue) - 1; i >= 0; i-- {
+				if d.queue[i].Name == EventQualityChanged {
+					ev.PreviousQuality = d.queue[i].PreviousQuality
+					d.remove(i)
+					break
+				}
+			}
+			if ev.Quality == ev.PreviousQuality {
+				return // back where the handlers last saw it
+			}
+		}
+	}
+	if len(d.queue) >= maxQueuedEvents && droppable(ev.Name) {
+		if d.dropped == nil {
+			d.dropped = newError(CodeUnknown, "events were dropped: the event handlers are too slow", nil,
+				map[string]any{"dropped_events": 0, "dropped": map[string]int{}})
+			d.queue = append(d.queue, Event{Name: EventError, Time: ev.Time, Err: d.dropped})
+		}
+		d.dropped.Debug["dropped_events"] = d.dropped.Debug["dropped_events"].(int) + 1
+		d.dropped.Debug["dropped"].(map[string]int)[ev.Name]++
+		return
+	}
 	d.queue = append(d.queue, ev)
-	d.cond.Signal()
+}
+
+// remove deletes the queued event i.
+func (d *dispatcher) remove(i int) {
+	copy(d.queue[i:], d.queue[i+1:])
+	d.queue[len(d.queue)-1] = Event{}
+	d.queue = d.queue[:len(d.queue)-1]
+}
+
+// droppable: the events a full queue drops (not the connection's).
+func droppable(name string) bool {
+	switch name {
+	case EventStateChanged, EventReconnecting, EventReconnected, EventDisconnected:
+		return false
+	}
+	return true
 }
 
 // close lets the dispatcher deliver what is queued and stop.
@@ -193,6 +276,9 @@ func (d *dispatcher) run() {
 		ev := d.queue[0]
 		d.queue[0] = Event{}
 		d.queue = d.queue[1:]
+		if d.dropped != nil && ev.Err == d.dropped {
+			d.dropped = nil // delivered: its Debug no longer changes
+		}
 		list := append([]*handlerEntry(nil), d.handlers[ev.Name]...)
 		d.mu.Unlock()
 		for _, h := range list {

@@ -75,7 +75,7 @@ type sdkRequest struct {
 // exchange trades the participant token for a connect session.
 func (s *Session) exchange(ctx context.Context) (*connectSession, *Error) {
 	body, _ := json.Marshal(connectRequest{
-		Token: s.participantToken,
+		Token: s.participantToken.reveal(),
 		SDK:   sdkRequest{Name: SDKName, Version: Version, Platform: s.cfg.platform},
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.connectURL, bytes.NewReader(body))

@@ -74,14 +74,31 @@ func (mc *mediaConn) heartbeatTimeout() time.Duration {
 	return defaultHeartbeatTimeout
 }
 
-func (mc *mediaConn) write(v any) error {
+// write sends one message. It gives up at the earlier of ctx's deadline and
+// writeTimeout, and at once when ctx is cancelled (the socket's deadline is
+// then moved to now, which cuts a blocked write short; the connection is
+// not usable after a cut write and the caller closes it).
+func (mc *mediaConn) write(ctx context.Context, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	mc.wmu.Lock()
 	defer mc.wmu.Unlock()
-	_ = mc.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(writeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = mc.ws.SetWriteDeadline(deadline)
+	if ctx.Done() != nil {
+		// net.Conn deadlines are safe to move from another goroutine; the
+		// next write sets its own again.
+		stop := context.AfterFunc(ctx, func() { _ = mc.ws.NetConn().SetWriteDeadline(time.Now()) })
+		defer stop()
+	}
 	return mc.ws.WriteMessage(websocket.TextMessage, b)
 }
 
@@ -111,7 +128,7 @@ func (s *Session) dialJoin(ctx context.Context, endpoint, mediaToken string) (*m
 		return nil, err
 	}
 	mc := &mediaConn{ws: ws, stop: make(chan struct{}), readerDone: make(chan struct{})}
-	if err := mc.write(map[string]any{"type": "join", "media_token": mediaToken, "protocol": mediaProtocol}); err != nil {
+	if err := mc.write(ctx, map[string]any{"type": "join", "media_token": mediaToken, "protocol": mediaProtocol}); err != nil {
 		return fail(err)
 	}
 	for {
@@ -210,7 +227,7 @@ func (s *Session) heartbeat(mc *mediaConn) {
 		now := s.cfg.clock.Now()
 		s.checkLatePong(now, interval, lostAfter)
 		s.notePing(now)
-		if err := mc.write(map[string]any{"type": "ping", "ts": now.UnixMilli()}); err != nil {
+		if err := mc.write(context.Background(), map[string]any{"type": "ping", "ts": now.UnixMilli()}); err != nil {
 			_ = mc.ws.Close() // the reader ends and the session reconnects
 			return
 		}

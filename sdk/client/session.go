@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -25,7 +26,7 @@ const maxStateBytes = 4096
 type Session struct {
 	cfg              config
 	connectURL       string
-	participantToken string
+	participantToken *secret
 	events           *dispatcher
 
 	// ctx lives as long as the session; Leave, Close and the terminal
@@ -35,6 +36,14 @@ type Session struct {
 
 	terminated chan struct{} // closed on reaching disconnected or failed
 
+	// stateMu makes "set localState and write it" (UpdateState) and the
+	// resend of a reconnect (adopt) mutually exclusive, so the node always
+	// ends with the latest state. Lock order: stateMu, mu, events.mu.
+	stateMu sync.Mutex
+
+	// mu guards what follows. Events are queued while it is held, so they
+	// are delivered in the order the state changed and none is queued
+	// after the terminal events close the queue.
 	mu           sync.Mutex
 	sm           stateMachine
 	closing      bool
@@ -45,7 +54,7 @@ type Session struct {
 	role         string
 	features     Features
 	endpoint     string
-	mediaToken   string
+	mediaToken   *secret
 	mediaExpires time.Time
 	tokenUsed    bool // a join succeeded with mediaToken: its session is spent once the socket drops
 	participants map[string]Participant
@@ -55,6 +64,11 @@ type Session struct {
 	lastPongAt   time.Time
 	pongPending  bool
 	termErr      *Error
+
+	// reuseSpentOnce (tests only) makes the next attempt join once with
+	// the media token of a session that already joined, as a client that
+	// missed the drop would.
+	reuseSpentOnce bool
 }
 
 // Connect exchanges participantToken for a media session at
@@ -77,7 +91,7 @@ func Connect(ctx context.Context, apiOrigin, participantToken string, opts ...Op
 	cfg.reconnect = cfg.reconnect.withDefaults()
 	s := &Session{
 		cfg:              cfg,
-		participantToken: participantToken,
+		participantToken: newSecret(participantToken),
 		events:           newDispatcher(),
 		terminated:       make(chan struct{}),
 		sm:               newStateMachine(),
@@ -141,7 +155,10 @@ func (s *Session) establish(ctx context.Context) (*mediaConn, *Error) {
 			return nil, errorFromTransport(ctx, ctx.Err(), false)
 		}
 		s.mu.Lock()
-		need := s.mediaToken == "" || s.tokenUsed || !s.cfg.clock.Now().Before(s.mediaExpires.Add(-tokenReuseMargin))
+		need := s.mediaToken == nil || s.tokenUsed || !s.cfg.clock.Now().Before(s.mediaExpires.Add(-tokenReuseMargin))
+		if need && s.reuseSpentOnce && s.mediaToken != nil {
+			need, s.reuseSpentOnce = false, false
+		}
 		s.mu.Unlock()
 		if need {
 			cs, e := s.exchange(ctx)
@@ -151,11 +168,11 @@ func (s *Session) establish(ctx context.Context) (*mediaConn, *Error) {
 			s.mu.Lock()
 			s.sessionID, s.roomID, s.participant = cs.SessionID, cs.Room.ID, cs.Participant.ID
 			s.features, s.endpoint = cs.Features, cs.Endpoint
-			s.mediaToken, s.mediaExpires, s.tokenUsed = cs.MediaToken, cs.ExpiresAt, false
+			s.mediaToken, s.mediaExpires, s.tokenUsed = newSecret(cs.MediaToken), cs.ExpiresAt, false
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
-		endpoint, token := s.endpoint, s.mediaToken
+		endpoint, token := s.endpoint, s.mediaToken.reveal()
 		s.mu.Unlock()
 
 		mc, err := s.dialJoin(ctx, endpoint, token)
@@ -174,7 +191,7 @@ func (s *Session) establish(ctx context.Context) (*mediaConn, *Error) {
 			if action == actionReExchange {
 				s.cfg.logger.Debug("rtcd client: the media node refused the media token; exchanging again", "media_code", me.code)
 				s.mu.Lock()
-				s.mediaToken = ""
+				s.mediaToken = nil
 				s.mu.Unlock()
 				last = e
 				continue
@@ -189,23 +206,38 @@ func (s *Session) establish(ctx context.Context) (*mediaConn, *Error) {
 // adopt makes mc the session's connection and moves to connected. It
 // reconciles the participant list with the joined message (emitting
 // participant events) and sends the application state again after a
-// reconnect. It reports false (and closes mc) when the session is closing.
+// reconnect, before the connection is published, so an UpdateState racing
+// it writes after it (stateMu). It reports false (and leaves and closes mc)
+// when the session is closing.
 func (s *Session) adopt(mc *mediaConn, reconnected bool, attempt int) bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	s.mu.Lock()
+	closing, state := s.closing, s.localState
+	s.mu.Unlock()
+	if !closing && state != nil {
+		_ = mc.write(context.Background(), map[string]any{"type": "update", "state": state})
+	}
+
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		_ = mc.write(map[string]any{"type": "leave"})
-		_ = mc.ws.Close()
+		abandon(mc)
 		return false
 	}
 	s.conn = mc
 	s.sessionID, s.roomID, s.participant, s.role = mc.joined.SessionID, mc.joined.RoomID, mc.joined.ParticipantID, mc.joined.Role
+	// The heartbeat bookkeeping belongs to the previous connection.
+	s.pongPending, s.lastPingAt = false, time.Time{}
 	from, err := s.sm.move(StateConnected)
 	if err != nil {
 		s.mu.Unlock()
 		panic(err) // connecting and reconnecting both lead here: a bug
 	}
-	var evs []Event
+	s.emitLocked(Event{Name: EventStateChanged, State: StateConnected, PreviousState: from})
+	if reconnected {
+		s.emitLocked(Event{Name: EventReconnected, Attempt: attempt})
+	}
 	seen := map[string]bool{}
 	for _, p := range mc.joined.Participants {
 		p := normalize(p)
@@ -214,34 +246,30 @@ func (s *Session) adopt(mc *mediaConn, reconnected bool, attempt int) bool {
 		s.participants[p.ID] = p
 		switch {
 		case !ok:
-			evs = append(evs, Event{Name: EventParticipantJoined, Participant: &p})
+			s.emitLocked(Event{Name: EventParticipantJoined, Participant: p.clone()})
 		case !bytes.Equal(old.State, p.State) || old.Role != p.Role:
-			evs = append(evs, Event{Name: EventParticipantUpdated, Participant: &p})
+			s.emitLocked(Event{Name: EventParticipantUpdated, Participant: p.clone()})
 		}
 	}
 	for id := range s.participants {
 		if !seen[id] {
 			delete(s.participants, id)
-			evs = append(evs, Event{Name: EventParticipantLeft, Participant: &Participant{ID: id}, Reason: "unknown"})
+			s.emitLocked(Event{Name: EventParticipantLeft, Participant: &Participant{ID: id}, Reason: "unknown"})
 		}
 	}
-	state := s.localState
 	s.mu.Unlock()
 
 	s.cfg.logger.Info("rtcd client: connected", "room_id", mc.joined.RoomID, "participant_id", mc.joined.ParticipantID, "session_id", mc.joined.SessionID)
-	s.emit(Event{Name: EventStateChanged, State: StateConnected, PreviousState: from})
-	if reconnected {
-		s.emit(Event{Name: EventReconnected, Attempt: attempt})
-	}
-	for _, ev := range evs {
-		s.emit(ev)
-	}
-	if state != nil {
-		_ = mc.write(map[string]any{"type": "update", "state": state})
-	}
 	go s.read(mc)
 	go s.heartbeat(mc)
 	return true
+}
+
+// abandon tells the node a joined connection the session will not use is
+// leaving, then closes it.
+func abandon(mc *mediaConn) {
+	_ = mc.write(context.Background(), map[string]any{"type": "leave"})
+	_ = mc.ws.Close()
 }
 
 func normalize(p Participant) Participant {
@@ -281,6 +309,10 @@ func (s *Session) supervise(mc *mediaConn) {
 			s.terminate(StateDisconnected, endReason(cause), cause, true)
 			return
 		case actionFail:
+			s.terminate(StateFailed, ReasonFailed, cause, true)
+			return
+		}
+		if s.cfg.reconnect.MaxAttempts < 0 { // no reconnect: straight to failed
 			s.terminate(StateFailed, ReasonFailed, cause, true)
 			return
 		}
@@ -337,14 +369,11 @@ func (s *Session) reconnect(cause *Error) (*mediaConn, *Error) {
 		s.mu.Unlock()
 		panic(err)
 	}
+	s.emitLocked(Event{Name: EventStateChanged, State: StateReconnecting, PreviousState: from})
+	s.setQualityLocked(QualityLost, 0)
 	s.mu.Unlock()
-	s.emit(Event{Name: EventStateChanged, State: StateReconnecting, PreviousState: from})
-	s.setQuality(QualityLost, 0)
 
 	p := s.cfg.reconnect
-	if p.MaxAttempts < 0 {
-		return nil, cause
-	}
 	start := s.cfg.clock.Now()
 	last := cause
 	for attempt := 1; ; attempt++ {
@@ -359,7 +388,13 @@ func (s *Session) reconnect(cause *Error) (*mediaConn, *Error) {
 			return nil, gaveUp(attempt-1, last)
 		}
 		s.cfg.logger.Info("rtcd client: reconnecting", "attempt", attempt, "delay", d, "after", last.Code)
-		s.emit(Event{Name: EventReconnecting, Attempt: attempt, Delay: d, Err: last})
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return nil, nil
+		}
+		s.emitLocked(Event{Name: EventReconnecting, Attempt: attempt, Delay: d, Err: last})
+		s.mu.Unlock()
 		t := s.cfg.clock.NewTimer(d)
 		select {
 		case <-s.ctx.Done():
@@ -372,7 +407,9 @@ func (s *Session) reconnect(cause *Error) (*mediaConn, *Error) {
 		done()
 		if s.ctx.Err() != nil {
 			if mc != nil {
-				_ = mc.ws.Close()
+				// Leave won the race with a successful attempt: the node
+				// has joined this connection, so say leave (as adopt does).
+				abandon(mc)
 			}
 			return nil, nil
 		}
@@ -416,41 +453,43 @@ func (s *Session) terminate(to State, reason string, e *Error, wasStarted bool) 
 	}
 	s.termErr = e
 	s.conn = nil
-	s.mu.Unlock()
-	s.cancel()
-
-	s.cfg.logger.Info("rtcd client: session ended", "state", to, "reason", reason)
 	ev := Event{Name: EventStateChanged, State: to, PreviousState: from}
 	if to == StateFailed {
 		ev.Err = e
 	}
-	s.emit(ev)
-	s.setQuality(QualityLost, 0)
+	s.emitLocked(ev)
+	s.setQualityLocked(QualityLost, 0)
 	if e != nil {
-		s.emit(Event{Name: EventError, Err: e})
+		s.emitLocked(Event{Name: EventError, Err: e})
 	}
 	if wasStarted {
+		r := reason
 		if to == StateFailed {
-			reason = ReasonFailed
+			r = ReasonFailed
 		}
-		s.emit(Event{Name: EventDisconnected, Reason: reason, Err: e})
+		s.emitLocked(Event{Name: EventDisconnected, Reason: r, Err: e})
 	}
 	close(s.terminated)
 	s.events.close()
+	s.mu.Unlock()
+	s.cancel()
+	s.cfg.logger.Info("rtcd client: session ended", "state", to, "reason", reason)
 }
 
 // setState is for the first move (idle → connecting).
 func (s *Session) setState(to State, e *Error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	from, err := s.sm.move(to)
-	s.mu.Unlock()
 	if err != nil {
 		panic(err)
 	}
-	s.emit(Event{Name: EventStateChanged, State: to, PreviousState: from, Err: e})
+	s.emitLocked(Event{Name: EventStateChanged, State: to, PreviousState: from, Err: e})
 }
 
-func (s *Session) emit(ev Event) {
+// emitLocked queues ev; s.mu is held, so events are queued in the order of
+// the changes they report (dispatcher.emit never blocks).
+func (s *Session) emitLocked(ev Event) {
 	ev.Time = s.cfg.clock.Now()
 	s.events.emit(ev)
 }
@@ -460,13 +499,14 @@ func (s *Session) emit(ev Event) {
 func (s *Session) remoteJoined(p Participant) {
 	p = normalize(p)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.participants[p.ID] = p
-	s.mu.Unlock()
-	s.emit(Event{Name: EventParticipantJoined, Participant: &p})
+	s.emitLocked(Event{Name: EventParticipantJoined, Participant: p.clone()})
 }
 
 func (s *Session) remoteUpdated(id string, state json.RawMessage) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, ok := s.participants[id]
 	if !ok {
 		p = Participant{ID: id}
@@ -474,19 +514,18 @@ func (s *Session) remoteUpdated(id string, state json.RawMessage) {
 	p.State = state
 	p = normalize(p)
 	s.participants[id] = p
-	s.mu.Unlock()
-	s.emit(Event{Name: EventParticipantUpdated, Participant: &p})
+	s.emitLocked(Event{Name: EventParticipantUpdated, Participant: p.clone()})
 }
 
 func (s *Session) remoteLeft(id, reason string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, ok := s.participants[id]
 	if !ok {
 		p = Participant{ID: id}
 	}
 	delete(s.participants, id)
-	s.mu.Unlock()
-	s.emit(Event{Name: EventParticipantLeft, Participant: &p, Reason: reason})
+	s.emitLocked(Event{Name: EventParticipantLeft, Participant: p.clone(), Reason: reason})
 }
 
 // Quality, from the heartbeat.
@@ -541,14 +580,17 @@ func (s *Session) checkLatePong(now time.Time, interval, lostAfter time.Duration
 
 func (s *Session) setQuality(q Quality, rtt time.Duration) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setQualityLocked(q, rtt)
+}
+
+func (s *Session) setQualityLocked(q Quality, rtt time.Duration) {
 	prev := s.quality
 	if prev == q || s.sm.state.Terminal() && q != QualityLost {
-		s.mu.Unlock()
 		return
 	}
 	s.quality = q
-	s.mu.Unlock()
-	s.emit(Event{Name: EventQualityChanged, Quality: q, PreviousQuality: prev, RTT: rtt})
+	s.emitLocked(Event{Name: EventQualityChanged, Quality: q, PreviousQuality: prev, RTT: rtt})
 }
 
 // The public methods.
@@ -621,7 +663,7 @@ func (s *Session) Participants() []Participant {
 	s.mu.Lock()
 	out := make([]Participant, 0, len(s.participants))
 	for _, p := range s.participants {
-		out = append(out, p)
+		out = append(out, *p.clone())
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b Participant) int {
@@ -654,6 +696,10 @@ func (s *Session) UpdateState(ctx context.Context, state any) error {
 	if err := ctx.Err(); err != nil {
 		return errorFromTransport(ctx, err, true)
 	}
+	// Setting the state and writing it is one step against a reconnect's
+	// resend (adopt), so the node cannot end with an older state.
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
 	s.mu.Lock()
 	if s.sm.state.Terminal() || s.closing {
 		st := s.sm.state
@@ -666,7 +712,14 @@ func (s *Session) UpdateState(ctx context.Context, state any) error {
 	if mc == nil {
 		return nil // reconnecting: sent once connected again
 	}
-	if err := mc.write(map[string]any{"type": "update", "state": json.RawMessage(compact.Bytes())}); err != nil {
+	if err := mc.write(ctx, map[string]any{"type": "update", "state": json.RawMessage(compact.Bytes())}); err != nil {
+		if ctx.Err() != nil {
+			// The write was cut short, perhaps mid-frame: the connection
+			// cannot be used any more. The session reconnects and sends
+			// the state (kept) again.
+			_ = mc.ws.Close()
+			return errorFromTransport(ctx, ctx.Err(), true)
+		}
 		return nil // the connection is dropping: sent again after the reconnect
 	}
 	return nil
@@ -694,11 +747,11 @@ func (s *Session) Leave(ctx context.Context) error {
 			panic(err)
 		}
 		mc := s.conn
+		s.emitLocked(Event{Name: EventStateChanged, State: StateDisconnecting, PreviousState: from})
 		s.mu.Unlock()
-		s.emit(Event{Name: EventStateChanged, State: StateDisconnecting, PreviousState: from})
 		s.cancel() // stops a reconnect wait or attempt
 		if mc != nil {
-			if err := mc.write(map[string]any{"type": "leave"}); err != nil {
+			if err := mc.write(ctx, map[string]any{"type": "leave"}); err != nil {
 				_ = mc.ws.Close()
 			} else {
 				// The node answers leave with a close frame; the reader
@@ -753,3 +806,6 @@ func (s *Session) String() string {
 
 // GoString keeps %#v from printing the tokens.
 func (s *Session) GoString() string { return s.String() }
+
+// LogValue keeps slog from printing the tokens.
+func (s *Session) LogValue() slog.Value { return slog.StringValue(s.String()) }

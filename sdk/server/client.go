@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
@@ -38,7 +39,7 @@ const maxResponseBytes = 16 << 20
 // Client calls the rtcd API with one secret API key. It is safe for
 // concurrent use.
 type Client struct {
-	apiKey    string
+	apiKey    secret
 	base      string // scheme://host[/prefix]/vN, no trailing slash
 	hc        *http.Client
 	retries   int
@@ -49,14 +50,25 @@ type Client struct {
 // Option configures a Client (see New).
 type Option func(*Client) error
 
+// MaxRetryAfter is the longest Retry-After DefaultBackoff waits. A server
+// asking for a longer pause gets no retry: the call returns its *APIError
+// (with RetryAfter set) at once, and the caller decides what to do.
+const MaxRetryAfter = 60 * time.Second
+
 // BackoffFunc returns how long to wait before retry number retry (1 for the
 // first retry). retryAfter is the Retry-After the server sent with the
-// failed attempt (0 when none, e.g. after a connection error).
+// failed attempt (0 when none, e.g. after a connection error). A negative
+// result means "do not retry": the call returns the last error at once.
 type BackoffFunc func(retry int, retryAfter time.Duration) time.Duration
 
-// DefaultBackoff waits the server's Retry-After when it sent one, else
-// exponentially longer with jitter: about 0.5 s, 1 s, 2 s, … capped at 8 s.
+// DefaultBackoff waits the server's Retry-After when it sent one (up to
+// MaxRetryAfter; a longer one is not waited for: DefaultBackoff returns a
+// negative duration and the call returns the *APIError), else exponentially
+// longer with jitter: about 0.5 s, 1 s, 2 s, … capped at 8 s.
 func DefaultBackoff(retry int, retryAfter time.Duration) time.Duration {
+	if retryAfter > MaxRetryAfter {
+		return -1
+	}
 	if retryAfter > 0 {
 		return retryAfter
 	}
@@ -73,7 +85,7 @@ func New(apiKey string, opts ...Option) (*Client, error) {
 	if apiKey == "" {
 		return nil, errors.New("rtcd: empty API key")
 	}
-	c := &Client{apiKey: apiKey, hc: defaultHTTPClient, retries: DefaultRetries, backoff: DefaultBackoff}
+	c := &Client{apiKey: secret(apiKey), hc: defaultHTTPClient, retries: DefaultRetries, backoff: DefaultBackoff}
 	base, err := normalizeBaseURL(DefaultBaseURL)
 	if err != nil {
 		return nil, err
@@ -149,6 +161,32 @@ func WithUserAgent(ua string) Option {
 		c.userAgent = strings.TrimSpace(ua)
 		return nil
 	}
+}
+
+// secret holds the API key. It never prints: fmt's verbs and slog show
+// "[redacted]", so a Client logged by mistake does not leak the key.
+type secret string
+
+const redacted = "[redacted]"
+
+func (secret) String() string             { return redacted }
+func (secret) GoString() string           { return `"` + redacted + `"` }
+func (secret) LogValue() slog.Value       { return slog.StringValue(redacted) }
+func (secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, redacted) }
+
+// String describes the client without its API key. The methods have value
+// receivers so that a dereferenced Client prints safely too (fmt cannot
+// reach the key field's own methods, the field being unexported).
+func (c Client) String() string {
+	return fmt.Sprintf("rtcd.Client{base=%s key=%s}", c.base, redacted)
+}
+
+// GoString keeps %#v from printing the API key.
+func (c Client) GoString() string { return c.String() }
+
+// LogValue keeps slog from printing the API key.
+func (c Client) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base_url", c.base), slog.String("api_key", redacted))
 }
 
 // BaseURL is the address resource paths are appended to, ending in its
@@ -273,6 +311,9 @@ func (c *Client) do(ctx context.Context, r request, out any, opts []RequestOptio
 			return err
 		}
 		wait := c.backoff(attempt+1, retryAfter)
+		if wait < 0 {
+			return err // the backoff declined to wait (e.g. Retry-After above MaxRetryAfter)
+		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			return err // the wait would outlive the context: report what happened
 		}
@@ -310,7 +351,7 @@ func (c *Client) send(ctx context.Context, method, target string, payload []byte
 	if err != nil {
 		return nil, nil, fmt.Errorf("rtcd: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	req.Header.Set("Authorization", "Bearer "+string(c.apiKey))
 	req.Header.Set("Accept", "application/json")
 	ua := "rtcd-go-server/" + Version
 	if c.userAgent != "" {

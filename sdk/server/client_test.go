@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -405,5 +408,67 @@ func TestParseRetryAfter(t *testing.T) {
 		if d := parseRetryAfter(v); d != 0 {
 			t.Fatal(v, d)
 		}
+	}
+}
+
+// TestClientNeverPrintsTheAPIKey: neither fmt (any verb, pointer or value)
+// nor slog (text or JSON) shows the secret key.
+func TestClientNeverPrintsTheAPIKey(t *testing.T) {
+	const key = "sk_live_supersecret_4242"
+	c, err := New(key, WithBaseURL("http://h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		outs = append(outs, fmt.Sprintf(verb, c), fmt.Sprintf(verb, *c))
+	}
+	outs = append(outs, fmt.Sprint(c), fmt.Sprint(*c), fmt.Sprintf("%v", []any{c}), fmt.Sprintf("%+v", struct{ C Client }{*c}))
+	var buf bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&buf, nil), slog.NewJSONHandler(&buf, nil)} {
+		l := slog.New(h)
+		l.Info("client", "c", c, "v", *c)
+		l.Info("client", slog.Any("c", c))
+	}
+	outs = append(outs, buf.String())
+	for _, out := range outs {
+		if strings.Contains(out, key) || strings.Contains(out, "supersecret") {
+			t.Fatalf("the API key printed: %s", out)
+		}
+	}
+	if !strings.Contains(buf.String(), "[redacted]") || !strings.Contains(fmt.Sprint(c), "http://h/v1") {
+		t.Fatalf("unexpected output: %s / %s", fmt.Sprint(c), buf.String())
+	}
+}
+
+// TestLongRetryAfterIsNotWaited: above MaxRetryAfter, DefaultBackoff
+// declines to wait and the call returns the 429 at once.
+func TestLongRetryAfterIsNotWaited(t *testing.T) {
+	if d := DefaultBackoff(1, MaxRetryAfter); d != MaxRetryAfter {
+		t.Fatalf("Retry-After of exactly the cap: %v", d)
+	}
+	if d := DefaultBackoff(1, MaxRetryAfter+time.Second); d >= 0 {
+		t.Fatalf("Retry-After above the cap: %v, want a negative (no retry)", d)
+	}
+	s := &scripted{responses: []func(http.ResponseWriter){status(429, envelope("rate_limited", "x"), "Retry-After", "3600")}}
+	var calls atomic.Int32
+	c, _ := newTestClient(t, s, WithBackoff(func(retry int, ra time.Duration) time.Duration {
+		calls.Add(1)
+		return DefaultBackoff(retry, ra)
+	}))
+	start := time.Now()
+	_, err := c.GetRoom(context.Background(), "room_a")
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 429 || apiErr.RetryAfter != time.Hour {
+		t.Fatalf("err = %v", err)
+	}
+	if s.count() != 1 || calls.Load() != 1 || time.Since(start) > 5*time.Second {
+		t.Fatalf("%d requests, %d backoff calls in %v: want one request and no wait", s.count(), calls.Load(), time.Since(start))
+	}
+	// Any BackoffFunc may decline: a negative wait stops the retries.
+	s2 := &scripted{responses: []func(http.ResponseWriter){status(503, envelope("service_unavailable", "x"))}}
+	c2, _ := newTestClient(t, s2, WithBackoff(func(int, time.Duration) time.Duration { return -1 }))
+	if _, err := c2.GetRoom(context.Background(), "room_a"); !errors.As(err, &apiErr) || apiErr.Status != 503 || s2.count() != 1 {
+		t.Fatalf("err %v after %d requests", err, s2.count())
 	}
 }
