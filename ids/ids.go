@@ -6,7 +6,9 @@ package ids
 import (
 	"crypto/rand"
 	"encoding/base32"
+	mrand "math/rand/v2"
 	"strings"
+	"sync"
 )
 
 // Public identifier prefixes.
@@ -37,10 +39,23 @@ const RandomChars = randomBytes * 8 / 5
 
 var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// generators hands out ChaCha8 generators, each seeded from crypto/rand.
+// ChaCha8 is a cryptographically strong generator, so ids stay
+// unpredictable, but drawing from it costs no system call: a connect makes
+// two ids, and reading crypto/rand for each was 12% of the connect path's
+// CPU (docs/performance.md). A generator is used by one goroutine at a time.
+var generators = sync.Pool{New: func() any {
+	var seed [32]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported platforms
+	return mrand.NewChaCha8(seed)
+}}
+
 // New returns a fresh id with prefix.
 func New(prefix string) string {
 	var b [randomBytes]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	g := generators.Get().(*mrand.ChaCha8)
+	_, _ = g.Read(b[:]) // never fails
+	generators.Put(g)
 	buf := make([]byte, len(prefix)+RandomChars)
 	copy(buf, prefix)
 	encoding.Encode(buf[len(prefix):], b[:])
