@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"encoding/json"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"rtcd/internal/testtools"
 )
@@ -23,148 +19,13 @@ import (
 // through its HTTP API.
 
 const (
-	smtpMailpitVersion = "v1.30.5"
-	// smtpMailpitStartTimeout bounds mailpit opening its database and ports.
-	smtpMailpitStartTimeout = 30 * time.Second
 	// smtpDashboardURL is the configured dashboard origin links must use.
 	smtpDashboardURL = "https://app.example.test"
 	smtpMailFrom     = "noreply@rtcd.test"
 )
 
-// smtpMailpit is found or built once per test binary: $MAILPIT_BIN, PATH,
-// the user cache, else a build from the tools module.
-var smtpMailpit = &testtools.Tool{Name: "mailpit", Package: "github.com/axllent/mailpit", Version: smtpMailpitVersion,
-	EnvVar: "MAILPIT_BIN", ToolsDir: "../tools"}
-
-// smtpFreePort asks the kernel for a free loopback port. mailpit cannot
-// report the port it bound, so there is a small pick-then-bind window.
-func smtpFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// smtpStartMailpit runs a private mailpit and returns its SMTP port and HTTP
-// API base URL; it ends with the test. Without a mailpit binary the test is
-// skipped, except in CI (CI set), where it fails.
-func smtpStartMailpit(t *testing.T) (smtpPort int, apiURL string) {
-	t.Helper()
-	bin, err := smtpMailpit.Binary()
-	if err == nil {
-		// $MAILPIT_BIN is taken as given; a path to nothing is not found.
-		if _, serr := os.Stat(bin); serr != nil {
-			err = serr
-		}
-	}
-	if err != nil {
-		msg := "mailpit " + smtpMailpitVersion + " could not be found or built: " + err.Error() +
-			"\nBuild it with: (cd tools && go build -o \"$(go env GOPATH)/bin/mailpit\" github.com/axllent/mailpit) or set MAILPIT_BIN."
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip("\n\n*** SKIPPING the dashboard SMTP test: " + msg + " ***\n\n")
-	}
-	smtpPort = smtpFreePort(t)
-	httpPort := smtpFreePort(t)
-	cmd := exec.Command(bin,
-		"--smtp", "127.0.0.1:"+strconv.Itoa(smtpPort),
-		"--listen", "127.0.0.1:"+strconv.Itoa(httpPort),
-		"--database", filepath.Join(t.TempDir(), "mailpit.db"),
-		"--disable-version-check",
-		"--quiet")
-	var output strings.Builder
-	cmd.Stdout = &output
-	cmd.Stderr = &output
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-
-	apiURL = "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	ticker := time.NewTicker(50 * time.Millisecond)
-	defer ticker.Stop()
-	deadline := time.NewTimer(smtpMailpitStartTimeout)
-	defer deadline.Stop()
-	for {
-		if res, err := http.Get(apiURL + "/api/v1/info"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return smtpPort, apiURL
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("mailpit exited before answering: %v\n%s", err, output.String())
-		case <-deadline.C:
-			t.Fatalf("mailpit did not answer within %s", smtpMailpitStartTimeout)
-		case <-ticker.C:
-		}
-	}
-}
-
-type smtpSearch struct {
-	Messages []struct {
-		ID string `json:"ID"`
-	} `json:"messages"`
-}
-
-type smtpMessage struct {
-	Subject string `json:"Subject"`
-	Text    string `json:"Text"`
-	From    struct {
-		Address string `json:"Address"`
-	} `json:"From"`
-	To []struct {
-		Address string `json:"Address"`
-	} `json:"To"`
-}
-
-func smtpGetJSON(t *testing.T, u string, v any) {
-	t.Helper()
-	res, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		t.Fatalf("GET %s: %s: %s", u, res.Status, b)
-	}
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-}
-
-// smtpAwait waits until mailpit holds a message to addr and returns it;
-// there must be exactly one.
-func (e *env) smtpAwait(apiURL, addr string) smtpMessage {
-	e.t.Helper()
-	searchURL := apiURL + "/api/v1/search?query=" + url.QueryEscape("to:"+addr)
-	var found smtpSearch
-	e.eventually("a message to "+addr+" in mailpit", func() bool {
-		found = smtpSearch{}
-		smtpGetJSON(e.t, searchURL, &found)
-		return len(found.Messages) > 0
-	})
-	if len(found.Messages) != 1 {
-		e.t.Fatalf("mailpit holds %d messages to %s, want 1", len(found.Messages), addr)
-	}
-	var m smtpMessage
-	smtpGetJSON(e.t, apiURL+"/api/v1/message/"+url.PathEscape(found.Messages[0].ID), &m)
-	return m
-}
-
 // smtpSignInLink checks a sign-in message and returns its link's token.
-func smtpSignInLink(t *testing.T, m smtpMessage, to string) string {
+func smtpSignInLink(t *testing.T, m testtools.MailpitMessage, to string) string {
 	t.Helper()
 	if len(m.To) != 1 || m.To[0].Address != to {
 		t.Errorf("To = %v, want %s", m.To, to)
@@ -195,9 +56,9 @@ func smtpSignInLink(t *testing.T, m smtpMessage, to string) string {
 }
 
 func TestDashboardSignInMailOverSMTP(t *testing.T) {
-	smtpPort, apiURL := smtpStartMailpit(t)
+	mp := testtools.StartMailpit(t)
 	e := start(t,
-		"--smtp-host=127.0.0.1", "--smtp-port="+strconv.Itoa(smtpPort), "--smtp-tls=none",
+		"--smtp-host=127.0.0.1", "--smtp-port="+strconv.Itoa(mp.SMTPPort), "--smtp-tls=none",
 		"--mail-from="+smtpMailFrom, "--dashboard-url="+smtpDashboardURL)
 
 	// A new address asks for a link: 202, and the link arrives by SMTP on
@@ -207,7 +68,7 @@ func TestDashboardSignInMailOverSMTP(t *testing.T) {
 	if r.Str("status") != "accepted" {
 		t.Fatalf("start: %s", r.Raw)
 	}
-	token := smtpSignInLink(t, e.smtpAwait(apiURL, alice), alice)
+	token := smtpSignInLink(t, mp.Await(t, alice), alice)
 
 	// A request with a spoofed Host (and forwarding headers) does not move
 	// the link: it is built from --dashboard-url only.
@@ -231,7 +92,7 @@ func TestDashboardSignInMailOverSMTP(t *testing.T) {
 	if res.StatusCode != 202 {
 		t.Fatalf("start with a spoofed Host: %d %s", res.StatusCode, b)
 	}
-	bm := e.smtpAwait(apiURL, bob)
+	bm := mp.Await(t, bob)
 	if strings.Contains(bm.Text, "evil.example") {
 		t.Fatalf("the spoofed Host reached the mail: %q", bm.Text)
 	}
