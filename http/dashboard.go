@@ -55,34 +55,15 @@ func (s *Server) dashboardRoutes() {
 		body, _ := json.Marshal(v)
 		rc.ok(200, body)
 	}))
-	r.POST("/v1/auth/email/start", s.wrap("/v1/auth/email/start", noAuth, func(rc *reqCtx) {
-		var p actors.EmailStartParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		if err := e.StartEmailSignIn(&p, s.sourceIP(rc.ctx)); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.ok(202, actors.EmailStartAccepted())
-	}))
-	r.POST("/v1/auth/email/peek", s.wrap("/v1/auth/email/peek", noAuth, func(rc *reqCtx) {
-		var p actors.EmailTokenParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.respondBody(e.PeekEmailSignIn(&p, s.sourceIP(rc.ctx)))
-	}))
-	r.POST("/v1/auth/email/verify", s.wrap("/v1/auth/email/verify", noAuth, func(rc *reqCtx) {
-		var p actors.EmailTokenParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.respondBody(e.VerifyEmailSignIn(&p, rc.requestID, s.sourceIP(rc.ctx)))
-	}))
+	r.POST("/v1/auth/email/start", s.wrap("/v1/auth/email/start", noAuth, decoded(false, 202, func(rc *reqCtx, p *actors.EmailStartParams) ([]byte, *apierr.Error) {
+		return actors.EmailStartAccepted(), e.StartEmailSignIn(p, s.sourceIP(rc.ctx))
+	})))
+	r.POST("/v1/auth/email/peek", s.wrap("/v1/auth/email/peek", noAuth, decoded(false, 200, func(rc *reqCtx, p *actors.EmailTokenParams) ([]byte, *apierr.Error) {
+		return e.PeekEmailSignIn(p, s.sourceIP(rc.ctx))
+	})))
+	r.POST("/v1/auth/email/verify", s.wrap("/v1/auth/email/verify", noAuth, decoded(false, 200, func(rc *reqCtx, p *actors.EmailTokenParams) ([]byte, *apierr.Error) {
+		return e.VerifyEmailSignIn(p, rc.requestID, s.sourceIP(rc.ctx))
+	})))
 	r.GET("/v1/auth/google/url", s.wrap("/v1/auth/google/url", noAuth, func(rc *reqCtx) {
 		if s.google == nil {
 			rc.fail(errGoogleOff())
@@ -173,42 +154,22 @@ func (s *Server) dashboardRoutes() {
 	r.GET("/v1/me", s.wrap("/v1/me", session, func(rc *reqCtx) {
 		rc.respondBody(e.Me(rc.user))
 	}))
-	r.PATCH("/v1/me", s.wrap("/v1/me", session, named(func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
+	r.PATCH("/v1/me", s.wrap("/v1/me", session, decoded(false, 200, func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
 		return e.UpdateMe(rc.user, p)
 	})))
-	r.POST("/v1/accounts", s.wrap("/v1/accounts", session, func(rc *reqCtx) {
-		var p actors.NameParams
-		if err := rc.decode(&p, true); err != nil {
-			rc.fail(err)
-			return
-		}
-		body, err := e.CreateAccount(rc.user, &p)
-		if err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.ok(201, body)
-	}))
+	r.POST("/v1/accounts", s.wrap("/v1/accounts", session, decoded(true, 201, func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
+		return e.CreateAccount(rc.user, p)
+	})))
 	const account = "/v1/accounts/{account_id}"
-	r.PATCH(account, s.wrap(account, session, named(func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
+	r.PATCH(account, s.wrap(account, session, decoded(false, 200, func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
 		return e.RenameAccount(rc.user, rc.param("account_id"), p)
 	})))
 	const projects = account + "/projects"
-	r.POST(projects, s.wrap(projects, session, func(rc *reqCtx) {
-		var p actors.NameParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		body, err := e.CreateProject(rc.user, rc.param("account_id"), &p)
-		if err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.ok(201, body)
-	}))
+	r.POST(projects, s.wrap(projects, session, decoded(false, 201, func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
+		return e.CreateProject(rc.user, rc.param("account_id"), p)
+	})))
 	const project = projects + "/{project_id}"
-	r.PATCH(project, s.wrap(project, session, named(func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
+	r.PATCH(project, s.wrap(project, session, decoded(false, 200, func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error) {
 		return e.RenameProject(rc.user, rc.param("account_id"), rc.param("project_id"), p)
 	})))
 	r.DELETE(project, s.wrap(project, session, func(rc *reqCtx) {
@@ -220,14 +181,9 @@ func (s *Server) dashboardRoutes() {
 	r.GET(members, s.wrap(members, session, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
 		return e.ListMembers(rc.user, rc.param("account_id"), limit)
 	})))
-	r.PATCH(member, s.wrap(member, session, func(rc *reqCtx) {
-		var p actors.MemberParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.respondBody(e.UpdateMember(rc.user, rc.param("account_id"), rc.param("user_id"), &p))
-	}))
+	r.PATCH(member, s.wrap(member, session, decoded(false, 200, func(rc *reqCtx, p *actors.MemberParams) ([]byte, *apierr.Error) {
+		return e.UpdateMember(rc.user, rc.param("account_id"), rc.param("user_id"), p)
+	})))
 	r.DELETE(member, s.wrap(member, session, func(rc *reqCtx) {
 		rc.respondBody(e.RemoveMember(rc.user, rc.param("account_id"), rc.param("user_id")))
 	}))
@@ -237,30 +193,15 @@ func (s *Server) dashboardRoutes() {
 	r.GET(invitations, s.wrap(invitations, session, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
 		return e.ListInvitations(rc.user, rc.param("account_id"), limit)
 	})))
-	r.POST(invitations, s.wrap(invitations, session, func(rc *reqCtx) {
-		var p actors.InvitationParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		body, err := e.CreateInvitation(rc.user, rc.param("account_id"), &p)
-		if err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.ok(201, body)
-	}))
+	r.POST(invitations, s.wrap(invitations, session, decoded(false, 201, func(rc *reqCtx, p *actors.InvitationParams) ([]byte, *apierr.Error) {
+		return e.CreateInvitation(rc.user, rc.param("account_id"), p)
+	})))
 	r.DELETE(invitation, s.wrap(invitation, session, func(rc *reqCtx) {
 		rc.respondBody(e.RevokeInvitation(rc.user, rc.param("account_id"), rc.param("invitation_id")))
 	}))
-	r.POST("/v1/invitations/accept", s.wrap("/v1/invitations/accept", session, func(rc *reqCtx) {
-		var p actors.AcceptParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.respondBody(e.AcceptInvitation(rc.user, &p))
-	}))
+	r.POST("/v1/invitations/accept", s.wrap("/v1/invitations/accept", session, decoded(false, 200, func(rc *reqCtx, p *actors.AcceptParams) ([]byte, *apierr.Error) {
+		return e.AcceptInvitation(rc.user, p)
+	})))
 	const audit = account + "/audit-logs"
 	r.GET(audit, s.wrap(audit, session, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
 		return e.ListAccountAuditLogs(rc.user, rc.param("account_id"), limit)
@@ -269,18 +210,6 @@ func (s *Server) dashboardRoutes() {
 
 // maxGoogleCodeBytes bounds the authorization code passed to the provider.
 const maxGoogleCodeBytes = 2048
-
-// named adapts an update whose body is {"name": …}.
-func named(update func(rc *reqCtx, p *actors.NameParams) ([]byte, *apierr.Error)) func(rc *reqCtx) {
-	return func(rc *reqCtx) {
-		var p actors.NameParams
-		if err := rc.decode(&p, false); err != nil {
-			rc.fail(err)
-			return
-		}
-		rc.respondBody(update(rc, &p))
-	}
-}
 
 // googleError maps the provider's error classes to the envelope.
 func googleError(err error) *apierr.Error {

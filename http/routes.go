@@ -38,6 +38,25 @@ func created[T any](emptyOK bool, create func(rc *reqCtx, p *T, idem *actors.Ide
 	}
 }
 
+// decoded adapts an operation with a JSON body and no Idempotency-Key: it
+// strictly decodes the body into a fresh T (an empty body is {} when
+// emptyOK) and answers status with the operation's body.
+func decoded[T any](emptyOK bool, status int, op func(rc *reqCtx, p *T) ([]byte, *apierr.Error)) func(rc *reqCtx) {
+	return func(rc *reqCtx) {
+		var p T
+		if err := rc.decode(&p, emptyOK); err != nil {
+			rc.fail(err)
+			return
+		}
+		body, err := op(rc, &p)
+		if err != nil {
+			rc.fail(err)
+			return
+		}
+		rc.ok(status, body)
+	}
+}
+
 // routes registers every route with the scope it needs (docs/api.md).
 func (s *Server) routes() {
 	r := s.router
