@@ -11,7 +11,6 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
-	"rtcd/mail"
 	"rtcd/money"
 	"rtcd/persistence"
 	"rtcd/scopes"
@@ -435,11 +434,7 @@ type BootstrapResult struct {
 // ownerEmail becomes the workspace's owner in the dashboard (signing in
 // by e-mail link with it reaches the workspace).
 func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing, ownerEmail string) (BootstrapResult, error) {
-	owner, ok := normalizeEmail(ownerEmail)
-	if ok {
-		_, err := mail.ParseAddress(owner)
-		ok = err == nil
-	}
+	owner, ok := deliverableEmail(ownerEmail)
 	if !ok {
 		return BootstrapResult{}, fmt.Errorf("actors: owner e-mail %q is not an address", ownerEmail)
 	}

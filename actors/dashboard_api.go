@@ -85,6 +85,17 @@ func normalizeEmail(s string) (string, bool) {
 	return s, true
 }
 
+// deliverableEmail normalizes an address and reports whether mail can be
+// sent to it: plausible (normalizeEmail) and a valid bare address.
+func deliverableEmail(s string) (string, bool) {
+	email, ok := normalizeEmail(s)
+	if !ok {
+		return "", false
+	}
+	_, err := mail.ParseAddress(email)
+	return email, err == nil
+}
+
 func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
 	if p.Name == nil {
 		if required {
@@ -191,8 +202,7 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		return err
 	}
 	// Malformed but plausible: the same answer, and nothing is sent.
-	_, perr := mail.ParseAddress(email)
-	deliverable := perr == nil
+	_, deliverable := deliverableEmail(email)
 	token, err := auth.NewDashboardSecret(auth.SignInTokenPrefix)
 	if err != nil {
 		return apierr.New(apierr.Internal, "could not create a sign-in link")

@@ -9,7 +9,6 @@ import (
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
-	"rtcd/mail"
 	"rtcd/persistence"
 )
 
@@ -314,11 +313,7 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 	if p.Email == nil {
 		return nil, apierr.Invalid("email", "email is required")
 	}
-	email, ok := normalizeEmail(*p.Email)
-	if ok {
-		_, perr := mail.ParseAddress(email)
-		ok = perr == nil
-	}
+	email, ok := deliverableEmail(*p.Email)
 	if !ok {
 		return nil, apierr.Invalid("email", "email must be an e-mail address")
 	}
