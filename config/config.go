@@ -350,13 +350,14 @@ func (c *Config) validateDashboard() error {
 }
 
 // DashboardOrigin is where dashboard links point: --dashboard-url, else
-// --public-url, else http://<listen address>.
-func (c *Config) DashboardOrigin() string {
+// --public-url, else http://<apiAddr>, the API listener's real address
+// (the port may have been chosen by the system).
+func (c *Config) DashboardOrigin(apiAddr string) string {
 	switch {
 	case c.DashboardURL != "":
 		return strings.TrimRight(c.DashboardURL, "/")
 	case c.PublicURL != "":
 		return strings.TrimRight(c.PublicURL, "/")
 	}
-	return "http://" + c.Listen
+	return "http://" + apiAddr
 }

@@ -350,15 +350,15 @@ func TestDashboardSettingsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.DashboardOrigin(); got != "https://api.example.com" {
+	if got := c.DashboardOrigin(c.Listen); got != "https://api.example.com" {
 		t.Errorf("DashboardOrigin falls back to the public URL: got %q", got)
 	}
 	c, _ = Parse("test", []string{"--public-url=https://api.example.com", "--dashboard-url=https://app.example.com"}, noEnv)
-	if got := c.DashboardOrigin(); got != "https://app.example.com" {
+	if got := c.DashboardOrigin(c.Listen); got != "https://app.example.com" {
 		t.Errorf("DashboardOrigin prefers --dashboard-url: got %q", got)
 	}
 	c, _ = Parse("test", nil, noEnv)
-	if got := c.DashboardOrigin(); got != "http://127.0.0.1:8080" {
+	if got := c.DashboardOrigin(c.Listen); got != "http://127.0.0.1:8080" {
 		t.Errorf("DashboardOrigin defaults to the listen address: got %q", got)
 	}
 }

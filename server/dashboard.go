@@ -14,16 +14,6 @@ import (
 	"rtcd/mail"
 )
 
-// dashboardOrigin is where dashboard links point: the configured origin, or
-// the API listener's real address when neither --dashboard-url nor
-// --public-url is set (the port may have been chosen by the system).
-func dashboardOrigin(cfg *config.Config, apiAddr string) string {
-	if cfg.DashboardURL == "" && cfg.PublicURL == "" {
-		return "http://" + apiAddr
-	}
-	return cfg.DashboardOrigin()
-}
-
 // newMailer builds the dashboard's mail sender: SMTP when --smtp-host is
 // set, else the embedded outbox in <data-dir>/outbox/, whose links are
 // logged so a local operator can sign in.

@@ -187,7 +187,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		engine.Stop()
 		return fail(err)
 	}
-	origin := dashboardOrigin(cfg, s.apiLn.Addr().String())
+	origin := cfg.DashboardOrigin(s.apiLn.Addr().String())
 	mailer, err := newMailer(cfg, clk, origin)
 	if err == nil {
 		engine.SetMailer(mailer)
