@@ -254,7 +254,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
 	var name string
 	if p.Name != nil {
-		if err := checkText("name", p.Name, MaxAPIKeyNameBytes); err != nil {
+		if err := checkOptionalText("name", p.Name, MaxAPIKeyNameBytes); err != nil {
 			return Result{}, err
 		}
 		name = *p.Name

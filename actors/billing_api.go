@@ -18,6 +18,10 @@ const (
 	TopupCreatesPerMinute = 10
 	// MaxUsageRangeDays bounds from..to of the usage endpoints.
 	MaxUsageRangeDays = 366
+	// MaxUsageDate is the last day the usage endpoints take as `to`:
+	// period.to is the instant after it, and 10000-01-01 could not be
+	// written as an RFC 3339 timestamp (four-digit years).
+	MaxUsageDate = "9999-12-30"
 )
 
 // Top-up methods (spec: checkout is the default).
@@ -234,6 +238,8 @@ func usagePeriod(from, to string) (time.Time, time.Time, *apierr.Error) {
 		return f, t, apierr.Invalid("from", "from is required, a date YYYY-MM-DD")
 	case to == "" || err2 != nil:
 		return f, t, apierr.Invalid("to", "to is required, a date YYYY-MM-DD")
+	case to > MaxUsageDate:
+		return f, t, apierr.Invalid("to", "to must be at most %s", MaxUsageDate)
 	case t.Before(f):
 		return f, t, apierr.Invalid("to", "to must not be before from")
 	case t.Sub(f) >= MaxUsageRangeDays*24*time.Hour:

@@ -75,6 +75,17 @@ type SDKParams struct {
 // MaxSDKFieldBytes bounds each string of the connect request's sdk object.
 const MaxSDKFieldBytes = 64
 
+// checkOptionalText checks a text field that is shown as given or as null
+// (room and participant name, external_id, API key name): "" is refused,
+// since it would read back as null, not as given; omit the field or send
+// null for none.
+func checkOptionalText(field string, v *string, maxBytes int) *apierr.Error {
+	if v != nil && *v == "" {
+		return apierr.Invalid(field, "%s must not be empty; omit it or send null for none", field)
+	}
+	return checkText(field, v, maxBytes)
+}
+
 func checkText(field string, v *string, maxBytes int) *apierr.Error {
 	if v == nil {
 		return nil
@@ -149,7 +160,7 @@ type validatedRoom struct {
 
 func validateRoom(p *RoomParams, serverRegion string) (validatedRoom, *apierr.Error) {
 	var v validatedRoom
-	if err := checkText("name", p.Name, MaxNameBytes); err != nil {
+	if err := checkOptionalText("name", p.Name, MaxNameBytes); err != nil {
 		return v, err
 	}
 	if p.Name != nil {
@@ -187,10 +198,10 @@ type validatedParticipant struct {
 
 func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Error) {
 	var v validatedParticipant
-	if err := checkText("external_id", p.ExternalID, MaxExternalIDBytes); err != nil {
+	if err := checkOptionalText("external_id", p.ExternalID, MaxExternalIDBytes); err != nil {
 		return v, err
 	}
-	if err := checkText("name", p.Name, MaxNameBytes); err != nil {
+	if err := checkOptionalText("name", p.Name, MaxNameBytes); err != nil {
 		return v, err
 	}
 	if p.ExternalID != nil {

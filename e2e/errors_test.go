@@ -147,6 +147,10 @@ func TestErrorUnknownRouteAndWrongMethod(t *testing.T) {
 		{"DELETE", "/v1/audit-logs", k, 405, []string{"GET"}},
 		{"POST", "/v1/system/info", k, 405, []string{"GET"}},
 		{"TRACE", "/v1/rooms", k, 405, []string{"GET", "POST"}},
+		// OPTIONS is refused like any other method these paths do not serve,
+		// so Allow never lists it.
+		{"OPTIONS", "/v1/rooms", k, 405, []string{"GET", "POST"}},
+		{"OPTIONS", "/v1/rooms/" + room, "", 405, []string{"GET", "DELETE"}},
 	}
 	for _, c := range cases {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
@@ -155,11 +159,17 @@ func TestErrorUnknownRouteAndWrongMethod(t *testing.T) {
 			if len(d) != 0 {
 				t.Errorf("details %v, want {}", d)
 			}
-			allow := r.Header.Get("Allow")
-			for _, m := range c.allow {
-				if !strings.Contains(allow, m) {
-					t.Errorf("Allow %q lacks %s", allow, m)
+			// Allow lists exactly the methods the path serves (RFC 9110
+			// section 10.2.1), in any order.
+			var allow []string
+			for _, m := range strings.Split(r.Header.Get("Allow"), ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					allow = append(allow, m)
 				}
+			}
+			slices.Sort(allow)
+			if want := slices.Sorted(slices.Values(c.allow)); !slices.Equal(allow, want) {
+				t.Errorf("Allow %q, want exactly %v", r.Header.Get("Allow"), want)
 			}
 		})
 	}
@@ -197,6 +207,7 @@ func TestRequestIDOnEveryResponse(t *testing.T) {
 		{"absent", "", ""},
 		{"plain", "trace-1.A_b", "req_trace-1.A_b"},
 		{"prefixed", "req_abc123", "req_abc123"},
+		{"bare prefix", "req_", ""},
 		{"64 bytes", long64, "req_" + long64},
 		{"65 bytes", long65, ""},
 		{"space", "a b", ""},
@@ -308,6 +319,16 @@ func TestErrorMalformedBodies(t *testing.T) {
 		{"connect missing token", connect, `{}`, "token"},
 		{"connect array", connect, `[]`, ""},
 		{"connect trailing", connect, `{"token":"x"} {}`, ""},
+		// A body of only whitespace is not empty: it holds no JSON object.
+		{"room body one space", rooms, " ", ""},
+		{"room body newline", rooms, "\n", ""},
+		{"room body CRLF", rooms, "\r\n", ""},
+		{"participant body tab", parts, "\t", ""},
+		// "" would read back as null, not as given: refused.
+		{"room name empty", rooms, `{"name":""}`, "name"},
+		{"participant name empty", parts, `{"name":""}`, "name"},
+		{"participant external_id empty", parts, `{"external_id":""}`, "external_id"},
+		{"key name empty", keys, `{"name":"","scopes":["rooms:read"]}`, "name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -339,9 +360,9 @@ func TestErrorMalformedBodies(t *testing.T) {
 	if n := len(e.do("GET", keys, k, nil).must(t, 200).Data()); n != 1 {
 		t.Errorf("api keys after rejected creates: %d, want 1", n)
 	}
-	// Bodies that are optional still accept an empty body and whitespace.
+	// Bodies that are optional still accept an empty body (no bytes at all).
 	// JSON whitespace (space, tab, CR, LF) around the object is insignificant.
-	for _, b := range []string{"", " ", "\n", "\r\n", " \n\t{ } \n", "\r\n{\"name\":\"ws\"}\r\n"} {
+	for _, b := range []string{"", " \n\t{ } \n", "\r\n{\"name\":\"ws\"}\r\n"} {
 		if r := e.do("POST", rooms, k, b); r.Status != 201 {
 			t.Errorf("POST /v1/rooms %q: %d %s", b, r.Status, r.Raw)
 		}

@@ -8,12 +8,17 @@ package e2e
 // once.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -275,5 +280,159 @@ func TestStrictIdempotencyKeyOnce(t *testing.T) {
 	}
 	if n := len(e.do("GET", "/v1/rooms", k, nil).must(t, 200).Data()); n != 2 {
 		t.Errorf("rooms: %d, want 2", n)
+	}
+}
+
+// stRaw writes a raw request on a new connection and reads one response.
+// It returns the response, its body, and whether the server closed the
+// connection after it (EOF within two seconds, not a read timeout).
+func stRaw(t *testing.T, e *env, request string) (*http.Response, []byte, bool) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.Base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the response to %q: %v", request, err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = br.ReadByte()
+	return res, body, errors.Is(err, io.EOF)
+}
+
+// stRequireEnvelope checks a raw response's status and error envelope.
+func stRequireEnvelope(t *testing.T, res *http.Response, body []byte, status int, code string) map[string]any {
+	t.Helper()
+	r := &resp{Status: res.StatusCode, Header: res.Header, Raw: body}
+	if err := json.Unmarshal(body, &r.JSON); err != nil {
+		t.Fatalf("status %d, body not JSON: %q", res.StatusCode, body)
+	}
+	return erRequireEnvelope(t, r, status, code)
+}
+
+// TestStrictRequestFraming: a request whose body framing is ambiguous
+// (Content-Length and Transfer-Encoding together, the request smuggling
+// shape) and a request line of an HTTP version other than 1.x are refused
+// in the envelope, and the connection is closed after the answer.
+func TestStrictRequestFraming(t *testing.T) {
+	e := start(t)
+	k := e.Boot.APIKey
+	host := strings.TrimPrefix(e.Base, "http://")
+	chunk := `{"name":"smuggled"}`
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(chunk), chunk)
+	for _, order := range []string{"CL first", "TE first"} {
+		t.Run("Content-Length and Transfer-Encoding, "+order, func(t *testing.T) {
+			cl := fmt.Sprintf("Content-Length: %d\r\n", len(chunked))
+			te := "Transfer-Encoding: chunked\r\n"
+			framing := cl + te
+			if order == "TE first" {
+				framing = te + cl
+			}
+			res, body, closed := stRaw(t, e, "POST /v1/rooms HTTP/1.1\r\nHost: "+host+"\r\nAuthorization: Bearer "+k+
+				"\r\nContent-Type: application/json\r\n"+framing+"\r\n"+chunked)
+			d := stRequireEnvelope(t, res, body, 400, "invalid_request")
+			if d["header"] != "Transfer-Encoding" {
+				t.Errorf("details %v, want header Transfer-Encoding", d)
+			}
+			if !res.Close {
+				t.Errorf("no Connection: close on the refusal: %v", res.Header)
+			}
+			if !closed {
+				t.Error("the connection stayed open after refusing ambiguous framing")
+			}
+		})
+	}
+	t.Run("chunked alone is served", func(t *testing.T) {
+		res, body, _ := stRaw(t, e, "POST /v1/rooms HTTP/1.1\r\nHost: "+host+"\r\nAuthorization: Bearer "+k+
+			"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+chunked)
+		if res.StatusCode != 201 || !strings.Contains(string(body), `"name":"smuggled"`) {
+			t.Fatalf("chunked create: %d %s", res.StatusCode, body)
+		}
+	})
+	// Only the chunked create above made a room (with the bootstrap's none).
+	if n := len(e.do("GET", "/v1/rooms", k, nil).must(t, 200).Data()); n != 1 {
+		t.Errorf("rooms %d, want 1: a refused request was applied", n)
+	}
+	for _, proto := range []string{"HTTP/9.9", "HTTP/2.0", "HTTP/0.9", "HTTP/3.1"} {
+		t.Run(proto, func(t *testing.T) {
+			res, body, closed := stRaw(t, e, "GET /v1/rooms "+proto+"\r\nHost: "+host+"\r\nAuthorization: Bearer "+k+"\r\n\r\n")
+			stRequireEnvelope(t, res, body, 505, "invalid_request")
+			if !closed {
+				t.Errorf("the connection stayed open after a %s request", proto)
+			}
+		})
+	}
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1", "HTTP/1.2"} {
+		t.Run(proto+" is served", func(t *testing.T) {
+			res, body, _ := stRaw(t, e, "GET /v1/rooms "+proto+"\r\nHost: "+host+"\r\nAuthorization: Bearer "+k+"\r\nConnection: close\r\n\r\n")
+			if res.StatusCode != 200 {
+				t.Fatalf("%s: %d %s", proto, res.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestStrictRepeatedQueryParameter: a query parameter sent twice is
+// refused whichever value comes first, rather than read by one of them.
+func TestStrictRepeatedQueryParameter(t *testing.T) {
+	e := start(t)
+	k := e.Boot.APIKey
+	cases := []struct{ path, field string }{
+		{"/v1/rooms?limit=1&limit=500", "limit"},
+		{"/v1/rooms?limit=500&limit=1", "limit"},
+		{"/v1/rooms?limit=5&limit=5", "limit"},
+		{"/v1/api-keys?limit=2&x=1&limit=3", "limit"},
+		{"/v1/usage/summary?from=2026-01-01&to=2026-01-02&from=2026-01-02", "from"},
+		{"/v1/usage/daily?to=2026-01-02&from=2026-01-01&to=2026-01-03", "to"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			d := erRequireEnvelope(t, e.do("GET", c.path, k, nil), 400, "invalid_request")
+			erRequireField(t, d, c.field, nil)
+		})
+	}
+	e.do("GET", "/v1/rooms?limit=1&other=2", k, nil).must(t, 200)
+	e.do("GET", "/v1/usage/daily?from=2026-01-01&to=2026-01-02", k, nil).must(t, 200)
+}
+
+// TestStrictUsageDatesAreTimestamps: period.to is the instant after the
+// last day, so the last day whose end is still a four-digit-year RFC 3339
+// timestamp is 9999-12-30; a later `to` is refused.
+func TestStrictUsageDatesAreTimestamps(t *testing.T) {
+	e := start(t)
+	k := e.Boot.APIKey
+	for _, route := range []string{"/v1/usage/summary", "/v1/usage/daily"} {
+		t.Run(route, func(t *testing.T) {
+			for _, q := range []string{"?from=9999-12-31&to=9999-12-31", "?from=9999-12-01&to=9999-12-31"} {
+				d := erRequireEnvelope(t, e.do("GET", route+q, k, nil), 400, "invalid_request")
+				erRequireField(t, d, "to", nil)
+			}
+			for _, q := range []string{"?from=9999-12-30&to=9999-12-30", "?from=0001-01-01&to=0001-01-01"} {
+				r := e.do("GET", route+q, k, nil).must(t, 200)
+				period, _ := r.JSON["period"].(map[string]any)
+				for _, f := range []string{"from", "to"} {
+					s, _ := period[f].(string)
+					if _, err := time.Parse(time.RFC3339Nano, s); err != nil || len(s) != len("2006-01-02T15:04:05.000Z") {
+						t.Errorf("%s%s: period.%s %q is not an RFC 3339 timestamp: %v", route, q, f, s, err)
+					}
+				}
+			}
+		})
 	}
 }

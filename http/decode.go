@@ -19,14 +19,16 @@ const jsonWhitespace = " \t\r\n"
 // invalid JSON or UTF-8, lone surrogate escapes, duplicate keys, numbers
 // beyond float64, nesting deeper than MaxJSONDepth, keys that are not
 // exactly a field's json name (at every struct level), wrong types and
-// trailing data are invalid_request. An empty body counts as {} when emptyOK
-// (every field of the request is optional).
+// trailing data are invalid_request. An empty body (no bytes at all) counts
+// as {} when emptyOK (every field of the request is optional); a body of
+// only whitespace is not empty, and is refused like any other non-object.
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
-	body := bytes.Trim(rc.ctx.PostBody(), jsonWhitespace)
+	raw := rc.ctx.PostBody()
+	if len(raw) == 0 && emptyOK {
+		return nil
+	}
+	body := bytes.Trim(raw, jsonWhitespace)
 	if len(body) == 0 {
-		if emptyOK {
-			return nil
-		}
 		return apierr.New(apierr.InvalidRequest, "the request body must be a JSON object")
 	}
 	if body[0] != '{' {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -87,6 +88,7 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 		rc.fail(apierr.New(apierr.InvalidRequest, "no route %s %s", rc.ctx.Method(), rc.ctx.Path()).WithStatus(404))
 	})
 	r.MethodNotAllowed = s.wrap("unmatched", noAuth, func(rc *reqCtx) {
+		s.trimAllow(rc.ctx)
 		rc.fail(apierr.New(apierr.InvalidRequest, "method %s is not allowed on %s", rc.ctx.Method(), rc.ctx.Path()).WithStatus(405))
 	})
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
@@ -98,6 +100,23 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 	s.billingRoutes(pay)
 	s.dashboardRoutes()
 	return s
+}
+
+// trimAllow drops OPTIONS from the Allow header the router set on a 405:
+// the router always adds it, but a path without an OPTIONS route refuses
+// OPTIONS itself, and Allow lists what the path really serves (RFC 9110
+// section 10.2.1).
+func (s *Server) trimAllow(ctx *fasthttp.RequestCtx) {
+	if h, _ := s.router.Lookup(fasthttp.MethodOptions, string(ctx.Path()), nil); h != nil {
+		return
+	}
+	var kept []string
+	for _, m := range strings.Split(string(ctx.Response.Header.Peek("Allow")), ",") {
+		if m = strings.TrimSpace(m); m != "" && m != fasthttp.MethodOptions {
+			kept = append(kept, m)
+		}
+	}
+	ctx.Response.Header.Set("Allow", strings.Join(kept, ", "))
 }
 
 // Handler is the fasthttp handler of the API.
@@ -218,6 +237,19 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		n := s.inFlight.Add(1)
 		defer s.finish(rc, route, start) // also when h panics
 		switch {
+		case !supportedProtocol(ctx.Request.Header.Protocol()):
+			// RFC 9110 section 15.6.6: a major version we do not speak.
+			ctx.SetConnectionClose()
+			rc.fail(apierr.New(apierr.InvalidRequest, "HTTP version %q is not supported; send HTTP/1.1", ctx.Request.Header.Protocol()).
+				WithDetails("supported", []string{"HTTP/1.1", "HTTP/1.0"}).WithStatus(505))
+		case ambiguousFraming(&ctx.Request.Header):
+			// RFC 9112 section 6.1: a message with both Transfer-Encoding and
+			// Content-Length may be refused, and the connection must then be
+			// closed; a proxy in front could have framed it by the other
+			// header (request smuggling).
+			ctx.SetConnectionClose()
+			rc.fail(apierr.New(apierr.InvalidRequest, "send either Content-Length or Transfer-Encoding, not both").
+				WithDetails("header", "Transfer-Encoding"))
 		case n > MaxConcurrentRequests:
 			rc.ctx.Response.Header.Set("Retry-After", "1")
 			rc.fail(apierr.New(apierr.ServiceUnavailable, "the server is at its limit of %d requests in flight; retry shortly", MaxConcurrentRequests))
@@ -227,6 +259,7 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		case longestLine(ctx.Request.Header.RawHeaders()) > MaxHeaderFieldBytes:
 			rc.fail(apierr.New(apierr.InvalidRequest, "a request header exceeds %d bytes", MaxHeaderFieldBytes).
 				WithDetails("limit_bytes", MaxHeaderFieldBytes).WithStatus(431))
+		case s.repeatedQueryParameter(rc):
 		case s.authorize(rc, mode, required):
 			h(rc)
 		}
@@ -248,6 +281,59 @@ func (s *Server) finish(rc *reqCtx, route string, start time.Time) {
 	if s.metrics != nil {
 		s.metrics.ObserveHTTP(route, rc.ctx.Method(), rc.ctx.Response.StatusCode(), time.Since(start).Seconds())
 	}
+}
+
+// supportedProtocol reports whether proto is HTTP/1.x: fasthttp accepts any
+// "HTTP/d.d" in the request line and would answer HTTP/9.9 as HTTP/1.1. A
+// higher minor version of 1 is served as 1.1 (RFC 9110 section 2.5).
+func supportedProtocol(proto []byte) bool {
+	return len(proto) == len("HTTP/1.1") && bytes.HasPrefix(proto, []byte("HTTP/1."))
+}
+
+// ambiguousFraming reports whether the request carried both a
+// Transfer-Encoding and a Content-Length header. fasthttp frames such a body
+// by Transfer-Encoding and keeps only that one in the parsed header, so the
+// raw head is what shows the second; it is read only for chunked requests,
+// which are rare, so the common path pays nothing.
+func ambiguousFraming(h *fasthttp.RequestHeader) bool {
+	if h.ContentLength() != -1 {
+		return false
+	}
+	for raw := h.RawHeaders(); len(raw) > 0; {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if name, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+			return true
+		}
+	}
+	return false
+}
+
+// repeatedQueryParameter answers 400 when a query parameter appears more
+// than once (?limit=1&limit=500): which of the values counts is a guess a
+// client cannot see, so neither is taken. It reports whether it answered.
+func (s *Server) repeatedQueryParameter(rc *reqCtx) bool {
+	args := rc.ctx.QueryArgs()
+	if args.Len() < 2 {
+		return false
+	}
+	seen := make(map[string]struct{}, args.Len())
+	repeated := ""
+	for key := range args.All() {
+		if _, dup := seen[string(key)]; dup && repeated == "" {
+			repeated = string(key)
+		}
+		seen[string(key)] = struct{}{}
+	}
+	if repeated == "" {
+		return false
+	}
+	rc.fail(apierr.Invalid(repeated, "query parameter %s may appear once", repeated))
+	return true
 }
 
 // longestLine is the length of the longest line of a raw header block,
@@ -348,7 +434,8 @@ func (s *Server) authorizeSession(rc *reqCtx, token []byte) bool {
 }
 
 // requestID is the caller's X-Request-Id when it is a short token of safe
-// characters (prefixed with req_ if it lacks it), else a fresh id.
+// characters (prefixed with req_ if it lacks it), else a fresh id; a bare
+// "req_" gets a fresh id too.
 func requestID(ctx *fasthttp.RequestCtx) string {
 	v := ctx.Request.Header.Peek("X-Request-Id")
 	if len(v) == 0 || len(v) > MaxRequestIDBytes {
@@ -359,7 +446,12 @@ func requestID(ctx *fasthttp.RequestCtx) string {
 			return ids.New(ids.Request)
 		}
 	}
-	if len(v) > len(ids.Request) && string(v[:len(ids.Request)]) == ids.Request {
+	if len(v) >= len(ids.Request) && string(v[:len(ids.Request)]) == ids.Request {
+		if len(v) == len(ids.Request) {
+			// A bare "req_" names nothing: neither kept (an empty id) nor
+			// prefixed again (req_req_).
+			return ids.New(ids.Request)
+		}
 		return string(v)
 	}
 	return ids.Request + string(v)
