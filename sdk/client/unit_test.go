@@ -464,7 +464,7 @@ type fakeNode struct {
 	bodies    chan map[string]any
 	noPong    atomic.Bool // do not answer pings
 	mu        sync.Mutex
-	conns     map[*websocket.Conn]bool // joined sockets
+	conns     map[*websocket.Conn]bool // sockets whose join was accepted
 }
 
 // drop closes every joined socket without a close frame.
@@ -514,13 +514,15 @@ func newFakeNode(t *testing.T, refuse map[string]string) *fakeNode {
 			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCode, code), time.Now().Add(time.Second))
 			return
 		}
-		_ = ws.WriteJSON(map[string]any{"type": "joined", "protocol": 1, "session_id": "cs_x", "room_id": "room_1",
-			"participant_id": "part_1", "role": "publisher", "heartbeat_interval_ms": 5000, "heartbeat_timeout_ms": 15000,
-			"participants": []any{}})
+		// Recorded before joined is sent: once the SDK has joined (Connect
+		// returned, or reconnected), drop reaches this socket.
 		f.mu.Lock()
 		f.conns[ws] = true
 		f.mu.Unlock()
 		defer func() { f.mu.Lock(); delete(f.conns, ws); f.mu.Unlock() }()
+		_ = ws.WriteJSON(map[string]any{"type": "joined", "protocol": 1, "session_id": "cs_x", "room_id": "room_1",
+			"participant_id": "part_1", "role": "publisher", "heartbeat_interval_ms": 5000, "heartbeat_timeout_ms": 15000,
+			"participants": []any{}})
 		for {
 			var m map[string]any
 			if ws.ReadJSON(&m) != nil {
