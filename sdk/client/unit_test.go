@@ -352,7 +352,7 @@ func TestDispatcherOrderUnsubscribeAndNonBlocking(t *testing.T) {
 	unsub() // idempotent
 	close(release)
 	d.close()
-	<-d.done
+	await(t, "the dispatcher's end", d.done)
 	if len(got) != 1000 {
 		t.Fatalf("%d events delivered", len(got))
 	}
@@ -414,12 +414,7 @@ func TestConnectTimeoutOnInjectedClock(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	clk.Advance(time.Millisecond)
-	var err error
-	select {
-	case err = <-result:
-	case <-time.After(10 * time.Second):
-		t.Fatal("connect did not end at its deadline")
-	}
+	err := await(t, "end of connect at its deadline", result)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeTimeout {
 		t.Fatalf("err %v, want timeout", err)
@@ -550,15 +545,11 @@ func newFakeNode(t *testing.T, refuse map[string]string) *fakeNode {
 // joins with the new media token, within the same connect.
 func TestMediaTokenRefusedIsExchangedAgain(t *testing.T) {
 	f := newFakeNode(t, map[string]string{"mt_1": "token_expired"})
-	s, err := Connect(context.Background(), f.srv.URL+"/v1/", "rtc_pt_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	connectOK(t, f.srv.URL+"/v1/", "rtc_pt_x")
 	if n := f.exchanges.Load(); n != 2 {
 		t.Fatalf("%d exchanges, want 2", n)
 	}
-	body := <-f.bodies
+	body := await(t, "the connect body", f.bodies)
 	sdk, _ := body["sdk"].(map[string]any)
 	if body["token"] != "rtc_pt_x" || sdk["name"] != SDKName || sdk["version"] != Version || sdk["platform"] == "" {
 		t.Fatalf("connect body %v", body)
@@ -566,18 +557,16 @@ func TestMediaTokenRefusedIsExchangedAgain(t *testing.T) {
 	// Refused every time (token_invalid): the error is authentication_failed
 	// after three tries.
 	f2 := newFakeNode(t, map[string]string{"mt_1": "token_invalid", "mt_2": "token_invalid", "mt_3": "token_invalid"})
-	_, err = Connect(context.Background(), f2.srv.URL, "rtc_pt_x")
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeAuthenticationFailed || e.Debug["media_code"] != "token_invalid" || e.Debug["close_code"] != 4001 {
-		t.Fatalf("err %v (%v), want authentication_failed from the media node", err, e)
+	e := connectErr(t, f2.srv.URL, "rtc_pt_x")
+	if e.Code != CodeAuthenticationFailed || e.Debug["media_code"] != "token_invalid" || e.Debug["close_code"] != 4001 {
+		t.Fatalf("err %v (%v), want authentication_failed from the media node", e, e.Debug)
 	}
 	if n := f2.exchanges.Load(); n != 3 {
 		t.Fatalf("%d exchanges, want 3", n)
 	}
 	// room_full is final at once.
 	f3 := newFakeNode(t, map[string]string{"mt_1": "room_full"})
-	_, err = Connect(context.Background(), f3.srv.URL, "rtc_pt_x")
-	if !errors.As(err, &e) || e.Code != CodeParticipantLimitReached {
-		t.Fatalf("err %v, want participant_limit_reached", err)
+	if e := connectErr(t, f3.srv.URL, "rtc_pt_x"); e.Code != CodeParticipantLimitReached {
+		t.Fatalf("err %v, want participant_limit_reached", e)
 	}
 }
