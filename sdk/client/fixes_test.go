@@ -76,12 +76,14 @@ func TestParticipantStateIsCopied(t *testing.T) {
 // and connection events are never dropped.
 func TestDispatcherBoundsItsQueue(t *testing.T) {
 	d := newDispatcher()
+	stuck := make(chan struct{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var got []Event
 	for _, name := range EventNames() {
 		d.on(name, func(e Event) {
 			if e.Name == EventStateChanged && e.State == StateConnecting {
+				close(stuck)
 				<-release
 			}
 			mu.Lock()
@@ -90,7 +92,7 @@ func TestDispatcherBoundsItsQueue(t *testing.T) {
 		})
 	}
 	d.emit(Event{Name: EventStateChanged, State: StateConnecting, PreviousState: StateIdle})
-	time.Sleep(20 * time.Millisecond) // the handler is now stuck on it
+	await(t, "the handler to take the first event", stuck) // it is stuck on it now
 	qs := []Quality{QualityExcellent, QualityGood, QualityPoor}
 	prev := QualityUnknown
 	for i := 0; i < 5000; i++ {
@@ -189,8 +191,10 @@ func TestLeaveRacesReconnect(t *testing.T) {
 		if i%3 != 0 {
 			r.wait(t, "reconnecting", isState(StateReconnecting))
 		}
+		// Leave at a random moment (the sleep picks it; it waits for
+		// nothing), with a drop racing the Leave.
 		time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
-		go p.cut() // and a drop racing the Leave
+		go p.cut()
 		leave(t, s)
 		awaitEnd(t, s, r)
 		evs := r.snapshot()
@@ -221,6 +225,8 @@ func TestLeaveRacesReconnectFake(t *testing.T) {
 		s := connectOK(t, f.srv.URL, "rtc_pt_x", append(r.options(), WithClock(slowClock{}),
 			WithReconnectPolicy(ReconnectPolicy{InitialDelay: time.Millisecond, Jitter: -1}))...)
 		f.drop()
+		// Close at a random moment (the sleep picks it; it waits for
+		// nothing), with a drop racing the Close.
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		go f.drop()
 		closeOK(t, s)

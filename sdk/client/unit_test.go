@@ -398,12 +398,10 @@ func TestConnectTimeoutOnInjectedClock(t *testing.T) {
 	defer close(stall)
 
 	clk := newFakeClock()
-	var states []State
-	var mu sync.Mutex
+	r := newRecorder()
 	result := make(chan error, 1)
 	go func() {
-		_, err := Connect(context.Background(), srv.URL, "rtc_pt_x", WithClock(clk),
-			WithHandler(EventStateChanged, func(e Event) { mu.Lock(); states = append(states, e.State); mu.Unlock() }))
+		_, err := Connect(context.Background(), srv.URL, "rtc_pt_x", append(r.options(), WithClock(clk))...)
 		result <- err
 	}()
 	clk.waitTimer(t, ConnectTimeout)
@@ -419,23 +417,37 @@ func TestConnectTimeoutOnInjectedClock(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != CodeTimeout {
 		t.Fatalf("err %v, want timeout", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(states) != "[connecting failed]" {
-		t.Fatalf("states %v", states)
-	}
+	// The events are delivered asynchronously, after Connect returned.
+	r.waitStates(t, "[connecting failed]")
 }
 
 func TestConnectCancelled(t *testing.T) {
+	arrived := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server notices the client going away
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
+	// Cancelled while the exchange is in flight.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	inFlight := make(chan bool, 1)
+	go func() {
+		select {
+		case <-arrived:
+			inFlight <- true
+		case <-time.After(waitLimit):
+			inFlight <- false
+		}
+		cancel()
+	}()
 	_, err := Connect(ctx, srv.URL, "rtc_pt_x", WithClock(newFakeClock()))
+	if !await(t, "the cancel", inFlight) {
+		t.Fatalf("the token exchange never reached the server (Connect: %v)", err)
+	}
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, context.Canceled) || e.Code == CodeTimeout {
 		t.Fatalf("err %v, want a cancelled connect", err)
