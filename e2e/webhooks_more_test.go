@@ -940,10 +940,13 @@ func TestWebhookDeliveryEveryEmittedType(t *testing.T) {
 
 // TestWebhookSlowEndpointsDoNotDelayOthers: fifteen endpoints whose
 // receiver never answers hold their attempts open for the whole timeout; a
-// healthy endpoint gets every event meanwhile.
+// healthy endpoint gets every event meanwhile. The timeout is the longest
+// allowed (60 s), far beyond the test's run, so that the stuck attempts
+// cannot time out while a slow machine is still delivering to the healthy
+// endpoint.
 func TestWebhookSlowEndpointsDoNotDelayOthers(t *testing.T) {
 	rcv := newWHReceiver(t)
-	e := start(t, rcv.flags("--webhook-timeout-seconds=5")...)
+	e := start(t, rcv.flags("--webhook-timeout-seconds=60")...)
 	t.Cleanup(rcv.unblock)
 	rcv.setNow(e.clock.Now)
 	const slow = 15
@@ -972,7 +975,8 @@ func TestWebhookSlowEndpointsDoNotDelayOthers(t *testing.T) {
 	fast := rcv.waitEvents(e, "/fast", 1+more)
 	elapsed := time.Since(stuckSince)
 	// Every slow attempt is still open: the sender has not given up on any
-	// (its 5 s timeout), and none has had a second request.
+	// (nor can it have, before its 60 s timeout), and none has had a second
+	// request.
 	for i := range slow {
 		reqs := rcv.requests(fmt.Sprintf("/slow/%d", i))
 		if len(reqs) != 1 || reqs[0].Ctx.Err() != nil || reqs[0].Status != 0 {
