@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"rtcd/actors"
+	"rtcd/internal/testtools"
 )
 
 // obsAudit is the part of an audit log entry the tests compare.
@@ -367,10 +368,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	t.Run("promtool check metrics", func(t *testing.T) {
-		promtool, err := exec.LookPath("promtool")
-		if err != nil {
-			t.Skip("promtool is not on PATH (Debian: apt-get install prometheus); skipping the exposition lint")
-		}
+		promtool := testtools.RequireOnPath(t, "promtool", "apt-get install prometheus (Debian), or a Prometheus release's promtool on PATH")
 		cmd := exec.Command(promtool, "check", "metrics")
 		cmd.Stdin = bytes.NewReader(raw)
 		out, err := cmd.CombinedOutput()

@@ -940,10 +940,13 @@ func TestWebhookDeliveryEveryEmittedType(t *testing.T) {
 
 // TestWebhookSlowEndpointsDoNotDelayOthers: fifteen endpoints whose
 // receiver never answers hold their attempts open for the whole timeout; a
-// healthy endpoint gets every event meanwhile.
+// healthy endpoint gets every event meanwhile. The timeout is the longest
+// allowed (60 s), far beyond the test's run, so that the stuck attempts
+// cannot time out while a slow machine is still delivering to the healthy
+// endpoint.
 func TestWebhookSlowEndpointsDoNotDelayOthers(t *testing.T) {
 	rcv := newWHReceiver(t)
-	e := start(t, rcv.flags("--webhook-timeout-seconds=5")...)
+	e := start(t, rcv.flags("--webhook-timeout-seconds=60")...)
 	t.Cleanup(rcv.unblock)
 	rcv.setNow(e.clock.Now)
 	const slow = 15
@@ -972,7 +975,8 @@ func TestWebhookSlowEndpointsDoNotDelayOthers(t *testing.T) {
 	fast := rcv.waitEvents(e, "/fast", 1+more)
 	elapsed := time.Since(stuckSince)
 	// Every slow attempt is still open: the sender has not given up on any
-	// (its 5 s timeout), and none has had a second request.
+	// (nor can it have, before its 60 s timeout), and none has had a second
+	// request.
 	for i := range slow {
 		reqs := rcv.requests(fmt.Sprintf("/slow/%d", i))
 		if len(reqs) != 1 || reqs[0].Ctx.Err() != nil || reqs[0].Status != 0 {
@@ -992,27 +996,42 @@ func TestWebhookSlowEndpointsDoNotDelayOthers(t *testing.T) {
 // not followed, a receiver that does not answer within the timeout is a
 // failure, and a large error body is captured only up to the bound. Each is
 // retried on the (fake-clock) schedule and then succeeds.
+//
+// The receiver that never answers meets a 1 s timeout on a server of its
+// own; the receivers that do answer run under the longest timeout (60 s),
+// so that a slow machine cannot turn their answers into timeouts.
 func TestWebhookRedirectTimeoutAndErrorsAreFailures(t *testing.T) {
+	t.Run("redirects and errors", func(t *testing.T) { whFailuresAreRetried(t, 60, false) })
+	t.Run("timeout", func(t *testing.T) { whFailuresAreRetried(t, 1, true) })
+}
+
+// whFailuresAreRetried runs TestWebhookRedirectTimeoutAndErrorsAreFailures'
+// cases (the one that never answers, or the others) on a server with the
+// given delivery timeout.
+func whFailuresAreRetried(t *testing.T, timeoutSeconds int, unanswered bool) {
 	rcv := newWHReceiver(t)
-	e := start(t, rcv.flags("--webhook-timeout-seconds=1", "--webhook-retry-schedule=10,60")...)
+	e := start(t, rcv.flags(fmt.Sprintf("--webhook-timeout-seconds=%d", timeoutSeconds), "--webhook-retry-schedule=10,60")...)
 	t.Cleanup(rcv.unblock)
 	rcv.setNow(e.clock.Now)
 	redirect := func(code int, to string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, code) }
 	}
 	big := strings.Repeat("x", 100<<10)
-	cases := []struct {
+	type failure struct {
 		path    string
 		handler http.HandlerFunc
 		status  float64
 		errHas  string
-	}{
+	}
+	cases := []failure{
 		{"/r301", redirect(301, "/target"), 301, "redirect"},
 		{"/r302", redirect(302, rcv.url("/target")), 302, "redirect"},
 		{"/r307", redirect(307, "/target"), 307, "redirect"},
 		{"/r308", redirect(308, rcv.url("/target")), 308, "redirect"},
-		{"/slow", rcv.block(), 0, "timeout"},
 		{"/big", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503); _, _ = io.WriteString(w, big) }, 503, "503"},
+	}
+	if unanswered {
+		cases = []failure{{"/slow", rcv.block(), 0, "timeout"}}
 	}
 	ids := map[string]string{}
 	for _, c := range cases {
@@ -1046,8 +1065,8 @@ func TestWebhookRedirectTimeoutAndErrorsAreFailures(t *testing.T) {
 		body, _ := att["response_body"].(string)
 		switch c.path {
 		case "/slow":
-			if ms, _ := att["latency_ms"].(float64); ms < 900 {
-				t.Fatalf("timed out after %v ms with a 1 s timeout", ms)
+			if ms, _ := att["latency_ms"].(float64); ms < float64(timeoutSeconds)*900 {
+				t.Fatalf("timed out after %v ms with a %d s timeout", ms, timeoutSeconds)
 			}
 		case "/big":
 			if len(body) == 0 || len(body) > 4096 || !strings.HasPrefix(big, body) {

@@ -13,8 +13,8 @@ import (
 // the tests run, pinned in the tools module (../tools). The tests look for
 // it in this order: $STRIPE_MOCK_BIN, stripe-mock in PATH,
 // $(go env GOPATH)/bin/stripe-mock, then the build cache below; when none
-// exists they build it from the tools module. They skip only when that
-// build fails.
+// exists they build it from the tools module. When that build fails they
+// skip loudly, except in CI, where they fail (testtools.Tool.Require).
 const (
 	stripeMockVersion = "v0.203.0"
 	// stripeMockStartTimeout bounds stripe-mock loading its spec and
@@ -29,21 +29,13 @@ const (
 var stripeMock = &testtools.Tool{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: stripeMockVersion,
 	EnvVar: "STRIPE_MOCK_BIN", ToolsDir: "../tools", LookGOPATH: true}
 
-// stripeMockBinary finds or builds the stripe-mock binary.
-func stripeMockBinary() (string, error) { return stripeMock.Binary() }
-
 // startStripeMock runs a private stripe-mock on free loopback ports and
 // returns its HTTP base URL; the process ends with the test. Asking the
 // kernel for the port (":0") and reading the bound address back from
 // stripe-mock's output avoids both a fixed port and a pick-then-bind race.
 func startStripeMock(t *testing.T) string {
 	t.Helper()
-	bin, err := stripeMockBinary()
-	if err != nil {
-		t.Skipf("\n\n*** SKIPPING: stripe-mock %s could not be built, so the Stripe API tests did not run ***\n%v\n"+
-			"Install it with: (cd tools && go build -o \"$(go env GOPATH)/bin/stripe-mock\" github.com/stripe/stripe-mock) or set STRIPE_MOCK_BIN.\n\n",
-			stripeMockVersion, err)
-	}
+	bin := stripeMock.Require(t)
 	// HTTPS is on by default on :12112 unless given an address of its own;
 	// a free loopback port keeps parallel runs from colliding.
 	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -69,24 +68,10 @@ func freePort(t testing.TB) int {
 
 // StartMailpit runs a private mailpit with its own database; it ends with
 // the test. Without a mailpit binary the test is skipped loudly, except in
-// CI (CI set), where it fails: CI builds mailpit first (.ci/run).
+// CI, where it fails (Tool.Require): CI builds mailpit first (.ci/run).
 func StartMailpit(t testing.TB) *MailpitServer {
 	t.Helper()
-	bin, err := Mailpit.Binary()
-	if err == nil {
-		// $MAILPIT_BIN is taken as given; a path to nothing is not found.
-		if _, serr := os.Stat(bin); serr != nil {
-			err = serr
-		}
-	}
-	if err != nil {
-		msg := "mailpit " + MailpitVersion + " could not be found or built: " + err.Error() +
-			"\nBuild it with: (cd tools && go build -o \"$(go env GOPATH)/bin/mailpit\" github.com/axllent/mailpit) or set MAILPIT_BIN."
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip("\n\n*** SKIPPING: " + msg + " ***\n\n")
-	}
+	bin := Mailpit.Require(t)
 	smtpPort, httpPort := freePort(t), freePort(t)
 	cmd := exec.Command(bin,
 		"--smtp", "127.0.0.1:"+strconv.Itoa(smtpPort),

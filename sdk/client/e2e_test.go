@@ -17,23 +17,23 @@ import (
 
 func connectOK(t *testing.T, origin, token string, opts ...Option) *Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	s, err := Connect(ctx, origin, token, opts...)
 	if err != nil {
 		t.Fatalf("Connect(%s): %v", origin, err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { closeOK(t, s) })
 	return s
 }
 
 func connectErr(t *testing.T, origin, token string, opts ...Option) *Error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	s, err := Connect(ctx, origin, token, opts...)
 	if err == nil {
-		_ = s.Close()
+		closeOK(t, s)
 		t.Fatalf("Connect(%s) succeeded, want an error", origin)
 	}
 	if s != nil {
@@ -50,7 +50,9 @@ func leave(t *testing.T, s *Session) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Leave(ctx); err != nil {
+	left := make(chan error, 1)
+	go func() { left <- s.Leave(ctx) }()
+	if err := await(t, "return from Leave", left); err != nil {
 		t.Fatalf("Leave: %v", err)
 	}
 }
@@ -119,7 +121,7 @@ func TestConnectEventsUpdateAndLeave(t *testing.T) {
 	if b.State() != StateDisconnected || b.Err() != nil {
 		t.Fatalf("after Leave: %s %v", b.State(), b.Err())
 	}
-	<-b.Done()
+	awaitEnd(t, b, rb)
 	rb.waitStates(t, "[connecting connected disconnecting disconnected]")
 	d := rb.wait(t, "connection.disconnected", func(e Event) bool { return e.Name == EventDisconnected })
 	if d.Reason != ReasonLeft || d.Err != nil {
@@ -140,17 +142,13 @@ func TestConnectEventsUpdateAndLeave(t *testing.T) {
 		t.Fatalf("unsubscribed handler ran %d times, kept one %d", removed.Load(), kept.Load())
 	}
 	// Leave again, and calls on an ended session.
-	if err := b.Leave(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	leave(t, b)
 	if err := b.UpdateState(context.Background(), map[string]any{}); !errors.As(err, &e) || e.Code != CodeInvalidRequest {
 		t.Fatalf("UpdateState after Leave: %v", err)
 	}
 
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	<-a.Done()
+	closeOK(t, a)
+	awaitEnd(t, a, ra)
 	eventually(t, "ann left in the control plane", func() bool { return srv.participantStatus(room, aID) == "left" })
 }
 
@@ -264,7 +262,7 @@ func TestRateLimited(t *testing.T) {
 	// One connect per minute: the second (or, across a minute boundary,
 	// the third) is refused.
 	for i := 0; i < 3 && e == nil; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		s, err := Connect(ctx, srv.Base, tok)
 		cancel()
 		if err == nil {
@@ -312,7 +310,7 @@ func TestServerEndsSession(t *testing.T) {
 	if d.Reason != ReasonRemoved || d.Err == nil || d.Err.Code != CodePermissionDenied || d.Err.Debug["media_code"] != "removed" {
 		t.Fatalf("b: %s", describe(rb.snapshot()))
 	}
-	<-b.Done()
+	awaitEnd(t, b, rb)
 	if b.State() != StateDisconnected || slices.Contains(rb.states(), StateReconnecting) {
 		t.Fatalf("b: %s %v", b.State(), rb.states())
 	}
@@ -494,7 +492,7 @@ func TestReconnectGivesUp(t *testing.T) {
 	s := connectOK(t, srv.Base, tok, append(r.options(), WithReconnectPolicy(ReconnectPolicy{MaxAttempts: 2, InitialDelay: 20 * time.Millisecond}))...)
 	p.down.Store(true)
 	p.cut()
-	<-s.Done()
+	awaitEnd(t, s, r)
 	if s.State() != StateFailed {
 		t.Fatalf("state %s", s.State())
 	}
@@ -508,9 +506,7 @@ func TestReconnectGivesUp(t *testing.T) {
 		t.Fatalf("%s", describe(r.snapshot()))
 	}
 	// Leave on a failed session is a no-op.
-	if err := s.Leave(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	leave(t, s)
 }
 
 // TestLeaveDuringReconnect: Leave stops a reconnect in progress.

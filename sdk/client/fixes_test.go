@@ -23,11 +23,7 @@ import (
 // dereferenced Session, any verb) nor slog shows a token.
 func TestSessionNeverPrintsTokens(t *testing.T) {
 	f := newFakeNode(t, nil)
-	s, err := Connect(context.Background(), f.srv.URL, "rtc_pt_secret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connectOK(t, f.srv.URL, "rtc_pt_secret")
 	// A Session value, as a careless %v of *s prints it: a session of the
 	// same shape that no goroutine uses (reflect, so vet's copylocks stays
 	// quiet about the copy).
@@ -62,7 +58,7 @@ func TestParticipantStateIsCopied(t *testing.T) {
 		got <- struct{}{}
 	})
 	s.remoteUpdated("p1", json.RawMessage(`{"a":1}`))
-	<-got
+	await(t, "participant.updated delivered", got)
 	ps := s.Participants()
 	if string(ps[0].State) != `{"a":1}` {
 		t.Fatalf("a handler changed the session's state: %s", ps[0].State)
@@ -80,12 +76,14 @@ func TestParticipantStateIsCopied(t *testing.T) {
 // and connection events are never dropped.
 func TestDispatcherBoundsItsQueue(t *testing.T) {
 	d := newDispatcher()
+	stuck := make(chan struct{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var got []Event
 	for _, name := range EventNames() {
 		d.on(name, func(e Event) {
 			if e.Name == EventStateChanged && e.State == StateConnecting {
+				close(stuck)
 				<-release
 			}
 			mu.Lock()
@@ -94,7 +92,7 @@ func TestDispatcherBoundsItsQueue(t *testing.T) {
 		})
 	}
 	d.emit(Event{Name: EventStateChanged, State: StateConnecting, PreviousState: StateIdle})
-	time.Sleep(20 * time.Millisecond) // the handler is now stuck on it
+	await(t, "the handler to take the first event", stuck) // it is stuck on it now
 	qs := []Quality{QualityExcellent, QualityGood, QualityPoor}
 	prev := QualityUnknown
 	for i := 0; i < 5000; i++ {
@@ -117,7 +115,7 @@ func TestDispatcherBoundsItsQueue(t *testing.T) {
 	d.emit(Event{Name: EventDisconnected, Reason: ReasonLeft})
 	close(release)
 	d.close()
-	<-d.done
+	await(t, "the dispatcher's end", d.done)
 
 	last := map[string]string{}
 	var errs []*Error
@@ -193,10 +191,12 @@ func TestLeaveRacesReconnect(t *testing.T) {
 		if i%3 != 0 {
 			r.wait(t, "reconnecting", isState(StateReconnecting))
 		}
+		// Leave at a random moment (the sleep picks it; it waits for
+		// nothing), with a drop racing the Leave.
 		time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
-		go p.cut() // and a drop racing the Leave
+		go p.cut()
 		leave(t, s)
-		<-s.Done()
+		awaitEnd(t, s, r)
 		evs := r.snapshot()
 		checkStateSequence(t, evs)
 		if !strings.Contains(fmt.Sprint(r.states()), "disconnecting disconnected") {
@@ -222,18 +222,15 @@ func TestLeaveRacesReconnectFake(t *testing.T) {
 	f := newFakeNode(t, nil)
 	for i := 0; i < 100; i++ {
 		r := newRecorder()
-		s, err := Connect(context.Background(), f.srv.URL, "rtc_pt_x", append(r.options(), WithClock(slowClock{}),
+		s := connectOK(t, f.srv.URL, "rtc_pt_x", append(r.options(), WithClock(slowClock{}),
 			WithReconnectPolicy(ReconnectPolicy{InitialDelay: time.Millisecond, Jitter: -1}))...)
-		if err != nil {
-			t.Fatal(err)
-		}
 		f.drop()
+		// Close at a random moment (the sleep picks it; it waits for
+		// nothing), with a drop racing the Close.
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		go f.drop()
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		<-s.Done()
+		closeOK(t, s)
+		awaitEnd(t, s, r)
 		checkStateSequence(t, r.snapshot())
 	}
 }
@@ -246,12 +243,8 @@ func TestQualityRecoversAfterReconnect(t *testing.T) {
 	f.noPong.Store(true)
 	clk := newFakeClock()
 	r := newRecorder()
-	s, err := Connect(context.Background(), f.srv.URL, "rtc_pt_x", append(r.options(), WithClock(clk),
+	s := connectOK(t, f.srv.URL, "rtc_pt_x", append(r.options(), WithClock(clk),
 		WithReconnectPolicy(ReconnectPolicy{InitialDelay: time.Second, Jitter: -1}))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	eventually(t, "the first ping", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.pongPending })
 	f.noPong.Store(false)
 	f.drop()
@@ -269,12 +262,9 @@ func TestQualityRecoversAfterReconnect(t *testing.T) {
 func TestNoReconnectPolicyFailsAtOnce(t *testing.T) {
 	f := newFakeNode(t, nil)
 	r := newRecorder()
-	s, err := Connect(context.Background(), f.srv.URL, "rtc_pt_x", append(r.options(), WithReconnectPolicy(ReconnectPolicy{MaxAttempts: -1}))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connectOK(t, f.srv.URL, "rtc_pt_x", append(r.options(), WithReconnectPolicy(ReconnectPolicy{MaxAttempts: -1}))...)
 	f.drop()
-	<-s.Done()
+	awaitEnd(t, s, r)
 	if got := fmt.Sprint(r.states()); got != "[connecting connected failed]" {
 		t.Fatalf("states %s", got)
 	}

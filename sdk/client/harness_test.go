@@ -372,6 +372,55 @@ func (p *proxy) cut() {
 	}
 }
 
+// waitLimit bounds every wait in these tests. It is far beyond any honest
+// wait (the SDK's own longest timeout is ConnectTimeout, 15 s), so reaching
+// it means a hang, which fails the test with what it waited for instead of
+// running into the package's -timeout.
+const waitLimit = 20 * time.Second
+
+// await returns the next value from ch, failing the test if none comes
+// (and ch is not closed) within waitLimit.
+func await[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("no %s within %v", what, waitLimit)
+		panic("unreachable")
+	}
+}
+
+// awaitEnd waits for the session to end (Done closed), failing the test
+// with its state and r's events (r may be nil) if it does not.
+func awaitEnd(t *testing.T, s *Session, r *recorder) {
+	t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	select {
+	case <-s.Done():
+	case <-timer.C:
+		var evs []Event
+		if r != nil {
+			evs = r.snapshot()
+		}
+		t.Fatalf("the session did not end within %v; events: %s", waitLimit, describe(evs))
+	}
+}
+
+// closeOK closes the session, failing the test if Close does not return
+// within waitLimit or fails.
+func closeOK(t *testing.T, s *Session) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := await(t, "return from Close", closed); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
 // recorder collects a session's events.
 type recorder struct {
 	mu     sync.Mutex
@@ -409,7 +458,7 @@ func (r *recorder) snapshot() []Event {
 // wait waits until an event matching pred arrived and returns the first.
 func (r *recorder) wait(t *testing.T, what string, pred func(Event) bool) Event {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(waitLimit)
 	for {
 		for _, e := range r.snapshot() {
 			if pred(e) {
@@ -439,7 +488,7 @@ func (r *recorder) states() []State {
 // (fmt.Sprint of the list), failing if they go past it.
 func (r *recorder) waitStates(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(waitLimit)
 	for {
 		got := fmt.Sprint(r.states())
 		if got == want {
@@ -492,7 +541,7 @@ func describe(evs []Event) string {
 // eventually polls cond (a server's state) until it holds.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

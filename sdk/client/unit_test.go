@@ -352,7 +352,7 @@ func TestDispatcherOrderUnsubscribeAndNonBlocking(t *testing.T) {
 	unsub() // idempotent
 	close(release)
 	d.close()
-	<-d.done
+	await(t, "the dispatcher's end", d.done)
 	if len(got) != 1000 {
 		t.Fatalf("%d events delivered", len(got))
 	}
@@ -398,12 +398,10 @@ func TestConnectTimeoutOnInjectedClock(t *testing.T) {
 	defer close(stall)
 
 	clk := newFakeClock()
-	var states []State
-	var mu sync.Mutex
+	r := newRecorder()
 	result := make(chan error, 1)
 	go func() {
-		_, err := Connect(context.Background(), srv.URL, "rtc_pt_x", WithClock(clk),
-			WithHandler(EventStateChanged, func(e Event) { mu.Lock(); states = append(states, e.State); mu.Unlock() }))
+		_, err := Connect(context.Background(), srv.URL, "rtc_pt_x", append(r.options(), WithClock(clk))...)
 		result <- err
 	}()
 	clk.waitTimer(t, ConnectTimeout)
@@ -414,33 +412,42 @@ func TestConnectTimeoutOnInjectedClock(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	clk.Advance(time.Millisecond)
-	var err error
-	select {
-	case err = <-result:
-	case <-time.After(10 * time.Second):
-		t.Fatal("connect did not end at its deadline")
-	}
+	err := await(t, "end of connect at its deadline", result)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeTimeout {
 		t.Fatalf("err %v, want timeout", err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(states) != "[connecting failed]" {
-		t.Fatalf("states %v", states)
-	}
+	// The events are delivered asynchronously, after Connect returned.
+	r.waitStates(t, "[connecting failed]")
 }
 
 func TestConnectCancelled(t *testing.T) {
+	arrived := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server notices the client going away
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
+	// Cancelled while the exchange is in flight.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	inFlight := make(chan bool, 1)
+	go func() {
+		select {
+		case <-arrived:
+			inFlight <- true
+		case <-time.After(waitLimit):
+			inFlight <- false
+		}
+		cancel()
+	}()
 	_, err := Connect(ctx, srv.URL, "rtc_pt_x", WithClock(newFakeClock()))
+	if !await(t, "the cancel", inFlight) {
+		t.Fatalf("the token exchange never reached the server (Connect: %v)", err)
+	}
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, context.Canceled) || e.Code == CodeTimeout {
 		t.Fatalf("err %v, want a cancelled connect", err)
@@ -464,7 +471,7 @@ type fakeNode struct {
 	bodies    chan map[string]any
 	noPong    atomic.Bool // do not answer pings
 	mu        sync.Mutex
-	conns     map[*websocket.Conn]bool // joined sockets
+	conns     map[*websocket.Conn]bool // sockets whose join was accepted
 }
 
 // drop closes every joined socket without a close frame.
@@ -514,13 +521,15 @@ func newFakeNode(t *testing.T, refuse map[string]string) *fakeNode {
 			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCode, code), time.Now().Add(time.Second))
 			return
 		}
-		_ = ws.WriteJSON(map[string]any{"type": "joined", "protocol": 1, "session_id": "cs_x", "room_id": "room_1",
-			"participant_id": "part_1", "role": "publisher", "heartbeat_interval_ms": 5000, "heartbeat_timeout_ms": 15000,
-			"participants": []any{}})
+		// Recorded before joined is sent: once the SDK has joined (Connect
+		// returned, or reconnected), drop reaches this socket.
 		f.mu.Lock()
 		f.conns[ws] = true
 		f.mu.Unlock()
 		defer func() { f.mu.Lock(); delete(f.conns, ws); f.mu.Unlock() }()
+		_ = ws.WriteJSON(map[string]any{"type": "joined", "protocol": 1, "session_id": "cs_x", "room_id": "room_1",
+			"participant_id": "part_1", "role": "publisher", "heartbeat_interval_ms": 5000, "heartbeat_timeout_ms": 15000,
+			"participants": []any{}})
 		for {
 			var m map[string]any
 			if ws.ReadJSON(&m) != nil {
@@ -548,15 +557,11 @@ func newFakeNode(t *testing.T, refuse map[string]string) *fakeNode {
 // joins with the new media token, within the same connect.
 func TestMediaTokenRefusedIsExchangedAgain(t *testing.T) {
 	f := newFakeNode(t, map[string]string{"mt_1": "token_expired"})
-	s, err := Connect(context.Background(), f.srv.URL+"/v1/", "rtc_pt_x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	connectOK(t, f.srv.URL+"/v1/", "rtc_pt_x")
 	if n := f.exchanges.Load(); n != 2 {
 		t.Fatalf("%d exchanges, want 2", n)
 	}
-	body := <-f.bodies
+	body := await(t, "the connect body", f.bodies)
 	sdk, _ := body["sdk"].(map[string]any)
 	if body["token"] != "rtc_pt_x" || sdk["name"] != SDKName || sdk["version"] != Version || sdk["platform"] == "" {
 		t.Fatalf("connect body %v", body)
@@ -564,18 +569,16 @@ func TestMediaTokenRefusedIsExchangedAgain(t *testing.T) {
 	// Refused every time (token_invalid): the error is authentication_failed
 	// after three tries.
 	f2 := newFakeNode(t, map[string]string{"mt_1": "token_invalid", "mt_2": "token_invalid", "mt_3": "token_invalid"})
-	_, err = Connect(context.Background(), f2.srv.URL, "rtc_pt_x")
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeAuthenticationFailed || e.Debug["media_code"] != "token_invalid" || e.Debug["close_code"] != 4001 {
-		t.Fatalf("err %v (%v), want authentication_failed from the media node", err, e)
+	e := connectErr(t, f2.srv.URL, "rtc_pt_x")
+	if e.Code != CodeAuthenticationFailed || e.Debug["media_code"] != "token_invalid" || e.Debug["close_code"] != 4001 {
+		t.Fatalf("err %v (%v), want authentication_failed from the media node", e, e.Debug)
 	}
 	if n := f2.exchanges.Load(); n != 3 {
 		t.Fatalf("%d exchanges, want 3", n)
 	}
 	// room_full is final at once.
 	f3 := newFakeNode(t, map[string]string{"mt_1": "room_full"})
-	_, err = Connect(context.Background(), f3.srv.URL, "rtc_pt_x")
-	if !errors.As(err, &e) || e.Code != CodeParticipantLimitReached {
-		t.Fatalf("err %v, want participant_limit_reached", err)
+	if e := connectErr(t, f3.srv.URL, "rtc_pt_x"); e.Code != CodeParticipantLimitReached {
+		t.Fatalf("err %v, want participant_limit_reached", e)
 	}
 }
