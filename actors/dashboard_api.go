@@ -419,7 +419,9 @@ func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
 		}
 		a.unpublishSessions(hashes) // at once, before durable: failing safe
 		if len(live) == 0 {
-			respond(reply{})
+			// Already ended, perhaps by a batch still on its way to disk (a
+			// concurrent logout): answer once that is durable.
+			a.e.store.AfterDurable(func() { respond(reply{}) })
 			return
 		}
 		b := a.e.store.NewBatch()

@@ -216,7 +216,10 @@ func (a *projectActor) disableEndpoint(m *disableEndpoint) {
 		return
 	}
 	if ep.Status == EndpointDisabled {
-		m.respond(reply{status: 200, body: mustJSON(ep.view())})
+		// Idempotent, and answered once the disabling is durable: it may
+		// still be on its way to disk (a concurrent first DELETE).
+		body := mustJSON(ep.view())
+		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
 		return
 	}
 	now := e.clock.Now()

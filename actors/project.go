@@ -343,7 +343,10 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 		return
 	}
 	if !key.RevokedAt.IsZero() {
-		m.respond(reply{status: 200, body: mustJSON(key.view())}) // DELETE is idempotent
+		// DELETE is idempotent. The revocation may still be on its way to
+		// disk (a concurrent first DELETE): answer once it is durable.
+		body := mustJSON(key.view())
+		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
 		return
 	}
 	// Revocation takes effect at once, before it is durable: failing safe.

@@ -56,7 +56,11 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 	e := a.e
 	p := a.state.Project
 	if p.Status != ProjectActive {
-		m.respond(reply{status: 200, body: mustJSON(projectView(&p))}) // DELETE is idempotent
+		// DELETE is idempotent, and answered once the archive is durable
+		// (the directory lets no second archive in while the first runs;
+		// this does not rely on it).
+		body := mustJSON(projectView(&p))
+		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
 		return
 	}
 	if n := len(a.state.ActiveRooms) - int(a.shared.endedRooms.Load()); n > 0 {

@@ -93,11 +93,12 @@ func binBuild(t *testing.T) string {
 	return bin
 }
 
-// binInit runs `rtcd init` on dataDir and returns the credentials it printed.
-func binInit(t *testing.T, bin, dataDir string) bootstrap {
+// binInit runs `rtcd init` on dataDir, with flags (e.g. --owner-email), and
+// returns the credentials it printed.
+func binInit(t *testing.T, bin, dataDir string, flags ...string) bootstrap {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "init", "--data-dir", dataDir, "--log-level", "error")
+	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dataDir, "--log-level", "error"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("rtcd init: %v\n%s", err, stderr.String())
@@ -241,6 +242,7 @@ func (p *binProc) logTail() string {
 // binResult is one HTTP exchange with the binary.
 type binResult struct {
 	status int
+	header http.Header
 	raw    []byte
 	json   map[string]any
 }
@@ -285,7 +287,7 @@ func binCall(c *http.Client, method, url, key string, body any, headers ...strin
 	if err != nil {
 		return binResult{}, err
 	}
-	r := binResult{status: res.StatusCode, raw: raw}
+	r := binResult{status: res.StatusCode, header: res.Header, raw: raw}
 	_ = json.Unmarshal(raw, &r.json)
 	return r, nil
 }

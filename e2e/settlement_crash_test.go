@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,7 +21,9 @@ import (
 
 // kill -9 during settlement, with the real binary: participants joined
 // through its media node are charged every second; the process is killed
-// while that runs, restarted, and the ledger must have lost nothing: its
+// while that runs, at an instant when usage charges the rooms wrote are on
+// disk and their application by the wallet is not (the test fails if no
+// kill landed there), restarted, and the ledger must have lost nothing: its
 // entries sum exactly to the balance, every usage charge a room wrote is
 // applied exactly once, and every session the restarted node no longer has
 // is finalized (at recovery, or by the reconciler) and charged exactly its
@@ -34,6 +39,13 @@ const (
 	// per second, so every settlement rounds and only exact cumulative
 	// pricing keeps a session's charges equal to its price.
 	scPrice = "0.123457"
+	// scPollers read the ledger from scPollLead before a settlement is due,
+	// to freeze the process as soon as it starts; up to scAttempts
+	// settlements are tried per cycle for one that a kill catches between
+	// charges written and applied.
+	scPollers  = 4
+	scPollLead = 100 * time.Millisecond
+	scAttempts = 6
 )
 
 // scSession is a participant joined through the binary's media node.
@@ -86,21 +98,9 @@ func TestSettlementCrash(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // polling the server, not a clock
 		}
-		// Aim the kill at a settlement: sweeps tick at a fixed phase of the
-		// second, rooms write their charges at once, and the wallet applies
-		// them one room's nudge after another. A kill inside that burst, a
-		// second or two on, often finds charges written but not yet
-		// applied; not always, so the log says how many.
-		from, to := scNextSettlement(t, p, boot.APIKey, c)
-		aim := from.Add(time.Duration(rand.Int64N(int64(to.Sub(from)) + 1)))
-		time.Sleep(time.Until(aim) - 3*time.Millisecond)
-		for time.Now().Before(aim) { // a timer wakes a millisecond or two late; the window is about that wide
-		}
-		into := time.Since(from)
-		p.kill()
-		if st := p.cmd.ProcessState; st == nil || st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("cycle %d: rtcd was not killed by SIGKILL: %v", cycle, st)
-		}
+		// Kill inside a settlement, between charges written and applied.
+		pendingAtKill, attempts := scKillInSettlement(t, p, boot.APIKey, boot.AccountID, c)
+		binAssertSIGKILL(t, p)
 		for _, s := range sessions {
 			_ = s.conn.Close()
 		}
@@ -109,6 +109,9 @@ func TestSettlementCrash(t *testing.T) {
 		// of the previous crash, and the charges written but not yet applied.
 		ledger, pending := scDisk(t, dir, boot.AccountID)
 		scContains(t, ledger, before, fmt.Sprintf("cycle %d: the ledger after the crash", cycle))
+		if pending != pendingAtKill {
+			t.Fatalf("cycle %d: the frozen process's store held %d charges written but not applied, after SIGKILL its store holds %d", cycle, pendingAtKill, pending)
+		}
 		if pending > 0 {
 			caught++
 		}
@@ -122,8 +125,12 @@ func TestSettlementCrash(t *testing.T) {
 		// first presence report).
 		scWaitStatus(t, p, boot.APIKey, c, all, "left")
 		balance := scCheckLive(t, p, boot.APIKey, c)
-		t.Logf("cycle %d: %d sessions joined and settled; killed %v into a settlement (last one %v long) with %d ledger entries and %d charges written but not applied on disk; restart %v; all finalized, balance %s; cycle %v",
-			cycle, len(sessions), into.Round(10*time.Microsecond), to.Sub(from), len(ledger), pending, restart.Round(time.Millisecond), balance, time.Since(cycleBegan).Round(time.Millisecond))
+		t.Logf("cycle %d: %d sessions joined and settled; killed inside settlement %d tried, with %d ledger entries and %d charges written but not applied on disk; restart %v; all finalized, balance %s; cycle %v",
+			cycle, len(sessions), attempts, len(ledger), pending, restart.Round(time.Millisecond), balance, time.Since(cycleBegan).Round(time.Millisecond))
+	}
+
+	if caught == 0 {
+		t.Fatalf("no kill of %d cycles landed between usage charges written and applied", cycles)
 	}
 
 	// Quiescent: nobody is joined, so nothing more is charged.
@@ -316,6 +323,138 @@ func scWaitStatus(t *testing.T, p *binProc, key string, c *http.Client, sessions
 			time.Sleep(50 * time.Millisecond) // polling the server, not a clock
 		}
 	}
+}
+
+// scKillInSettlement kills p inside a settlement, between usage charges
+// written by rooms and their application by the wallet, a window of a few
+// milliseconds. Sweeps tick at a fixed phase of the second: from shortly
+// before the next settlement is due, scPollers goroutines read the newest
+// ledger entry over and over, and the first to see a new one (the wallet
+// applying the first rooms' charges while others are still writing theirs)
+// freezes the process with SIGSTOP. A frozen process writes nothing, so a
+// copy of its store, opened the way a restart opens it, is exactly what
+// SIGKILL would leave. If that copy holds charges written but not applied,
+// the process is killed there and then; if not, it is resumed (SIGCONT) and
+// the next settlement is tried, up to scAttempts times, after which it is
+// killed anyway. It returns the pending charges the copy held at the kill
+// and the number of settlements tried.
+func scKillInSettlement(t *testing.T, p *binProc, key, accountID string, c *http.Client) (pending, attempts int) {
+	t.Helper()
+	newest := func() (string, error) {
+		r, err := binCall(c, "GET", p.Base+"/v1/billing/ledger?limit=1", key, nil)
+		if err != nil {
+			return "", err
+		}
+		data, _ := r.json["data"].([]any)
+		if r.status != 200 || len(data) != 1 {
+			return "", fmt.Errorf("ledger: %d %s", r.status, r.raw)
+		}
+		return fmt.Sprint(data[0].(map[string]any)["id"]), nil
+	}
+	for attempts = 1; ; attempts++ {
+		from, _ := scNextSettlement(t, p, key, c)
+		time.Sleep(time.Until(from.Add(-scPollLead)))
+		before, err := newest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := from.Add(scPollLead + 2*time.Second)
+		var freeze sync.Once
+		frozen := make(chan error, 1)
+		var wg sync.WaitGroup
+		for range scPollers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					id, err := newest()
+					if err != nil {
+						return // the process stopped answering: the poll ends
+					}
+					if id != before {
+						freeze.Do(func() { frozen <- p.cmd.Process.Signal(syscall.SIGSTOP) })
+						return
+					}
+				}
+			}()
+		}
+		// The other pollers' requests are answered only once the process
+		// runs again: do not wait for them while it is frozen.
+		polled := make(chan struct{})
+		go func() { wg.Wait(); close(polled) }()
+		select {
+		case err := <-frozen:
+			if err != nil {
+				t.Fatalf("SIGSTOP: %v", err)
+			}
+		case <-polled:
+			t.Fatalf("attempt %d: no settlement within 2 s of when it was due\n%s", attempts, p.logTail())
+		}
+		scWaitStopped(t, p)
+		pending = scPendingInCopy(t, p.dataDir, accountID)
+		if pending > 0 || attempts == scAttempts {
+			p.kill() // SIGKILL reaches a stopped process too
+			<-polled
+			return pending, attempts
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		<-polled
+	}
+}
+
+// scWaitStopped waits until p's process is in the stopped state: SIGSTOP is
+// delivered asynchronously.
+func scWaitStopped(t *testing.T, p *binProc) {
+	t.Helper()
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rtcd did not stop within 5 s of SIGSTOP: %s", b)
+		}
+		time.Sleep(time.Millisecond) // polling the kernel's view of the process
+	}
+}
+
+// scPendingInCopy copies the store of a frozen server, opens the copy as a
+// restart would (Pebble replays its WAL) and counts the usage charges
+// written but not yet applied.
+func scPendingInCopy(t *testing.T, dataDir, accountID string) int {
+	t.Helper()
+	copyDir := t.TempDir()
+	src := filepath.Join(dataDir, "pebble")
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		dst := filepath.Join(copyDir, "pebble", rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o600)
+	})
+	if err != nil {
+		t.Fatalf("copying the frozen server's store: %v", err)
+	}
+	_, pending := scDisk(t, copyDir, accountID)
+	if err := os.RemoveAll(copyDir); err != nil {
+		t.Fatal(err)
+	}
+	return pending
 }
 
 // scUsageEntries returns the usage entries of the ledger's newest page.
