@@ -12,10 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// syncQueueCapacity bounds the number of applied batches waiting for their
-// fsync. When it is full, Commit blocks the committing actor: that is the
-// backpressure that keeps a disk slower than the request rate from growing
-// memory without bound.
+// syncQueueCapacity bounds the number of applied batches waiting for the
+// syncer (for their fsync, then for their done callback). When it is full,
+// Commit blocks the committing actor. With a disk slower than the request
+// rate, Pebble blocks it first: ApplyNoSyncWait admits at most
+// record.SyncConcurrency-1 (4095) batches whose WAL sync has not completed.
+// This queue fills only when the syncer falls behind on batches already
+// synced (slow done callbacks). Either way memory stays bounded.
 const syncQueueCapacity = 16384
 
 // ErrNotFound is returned by Get when the key does not exist.
