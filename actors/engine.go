@@ -377,12 +377,7 @@ func (e *Engine) sweepLoop() {
 		case <-e.stop:
 			return
 		case <-t.C:
-			e.rooms.Range(func(_, v any) bool {
-				if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
-					e.system.Root.Send(h.pid, sweep{})
-				}
-				return true
-			})
+			e.sweepRooms()
 			e.wallets.Range(func(_, v any) bool {
 				e.system.Root.Send(v.(*walletHandle).pid, sweep{})
 				return true
@@ -401,6 +396,18 @@ func (e *Engine) sweepLoop() {
 			}
 		}
 	}
+}
+
+// sweepRooms asks every live room to sweep, except a room with
+// roomMailboxCapacity messages queued: its sweep would only queue behind
+// them (it runs again next second), and Send must not grow its mailbox.
+func (e *Engine) sweepRooms() {
+	e.rooms.Range(func(_, v any) bool {
+		if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
+			e.system.Root.Send(h.pid, sweep{})
+		}
+		return true
+	})
 }
 
 // --- asking actors ---------------------------------------------------------

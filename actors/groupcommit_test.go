@@ -45,6 +45,16 @@ func ask(call func() (Result, *apierr.Error)) <-chan answer {
 	return c
 }
 
+// awaitSignal waits for a value on c, or for c to be closed.
+func awaitSignal(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s: not within %s", what, waitTimeout)
+	}
+}
+
 func awaitAnswer(t *testing.T, c <-chan answer, what string) answer {
 	t.Helper()
 	select {
@@ -100,11 +110,7 @@ func TestRoomActorDoesNotWaitForFsync(t *testing.T) {
 	waitUntil(t, "the removal is visible to a read", func() bool {
 		return statusOf(e.GetParticipant(caller, roomID, partID)) == ParticipantRemoved
 	})
-	select {
-	case <-gate.Waiting(): // the removal's fsync is being held
-	case <-time.After(waitTimeout):
-		t.Fatal("no WAL sync reached the gate")
-	}
+	awaitSignal(t, gate.Waiting(), "the removal's WAL sync reaches the gate")
 	deleted := ask(func() (Result, *apierr.Error) { return e.DeleteRoom(caller, roomID) })
 	waitUntil(t, "the room's deletion, the second command, is applied while the first one's fsync is held", func() bool {
 		return statusOf(e.GetRoom(caller, roomID)) == RoomEnded

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// blockedPollInterval is how often AwaitChanSend reads the goroutines.
+// blockedPollInterval is how often the waits below read the goroutines.
 const blockedPollInterval = 2 * time.Millisecond
 
 // AwaitChanSend waits until some goroutine is parked sending on a channel
@@ -18,7 +18,7 @@ const blockedPollInterval = 2 * time.Millisecond
 func AwaitChanSend(t testing.TB, timeout time.Duration, at string, callers ...string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !chanSendIn(at, callers) {
+	for Parked("chan send", at, callers...) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no goroutine blocked sending on a channel in %s (called from %v) within %s", at, callers, timeout)
 		}
@@ -26,7 +26,10 @@ func AwaitChanSend(t testing.TB, timeout time.Duration, at string, callers ...st
 	}
 }
 
-func chanSendIn(at string, callers []string) bool {
+// Parked counts the goroutines parked in the given state ("chan send",
+// "chan receive", "select", as a stack trace names it) directly in the
+// function at, called at any depth from each of callers.
+func Parked(state, at string, callers ...string) int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -36,9 +39,10 @@ func chanSendIn(at string, callers []string) bool {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		header, frames, _ := strings.Cut(g, "\n")
-		if !strings.Contains(header, "[chan send") {
+		if !strings.Contains(header, "["+state+"]") && !strings.Contains(header, "["+state+",") {
 			continue
 		}
 		var funcs []string
@@ -51,27 +55,31 @@ func chanSendIn(at string, callers []string) bool {
 			}
 			funcs = append(funcs, line)
 		}
-		first := ""
-		for _, f := range funcs {
-			if !strings.HasPrefix(f, "runtime.") {
-				first = f
-				break
-			}
-		}
-		if first != at {
-			continue
-		}
-		all := true
-		for _, c := range callers {
-			found := false
-			for _, f := range funcs {
-				found = found || f == c
-			}
-			all = all && found
-		}
-		if all {
-			return true
+		if firstOutsideRuntime(funcs) == at && containsAll(funcs, callers) {
+			count++
 		}
 	}
-	return false
+	return count
+}
+
+func firstOutsideRuntime(funcs []string) string {
+	for _, f := range funcs {
+		if !strings.HasPrefix(f, "runtime.") {
+			return f
+		}
+	}
+	return ""
+}
+
+func containsAll(funcs, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, f := range funcs {
+			found = found || f == w
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
