@@ -71,13 +71,17 @@ type Settings struct {
 	MediaTokenTTL         time.Duration
 	SnapshotEveryEvents   int
 	Billing               Billing
-	// MediaSessionsSurviveRestart is false when the media node runs in this
-	// process: after a restart nobody can still be on it, so recovered
-	// joined participants are closed at once (at their last settled
-	// instant, so downtime is never billed) instead of waiting for the
-	// reconciler. A node run on its own keeps its sockets across a control
-	// plane restart, so its presence decides.
-	MediaSessionsSurviveRestart bool
+	// MediaNodeRunsOnItsOwn is true for a media node run in another process
+	// (rtcd media, reached through --media-control-url), false for the node
+	// embedded in this one. It decides:
+	//   - restart: an embedded node's sessions die with the process, so
+	//     recovered joined participants are closed at once (at their last
+	//     settled instant, so downtime is never billed); a node on its own
+	//     keeps its sockets across a control plane restart, so its
+	//     presence decides;
+	//   - settlement: running sessions on a node on its own are charged no
+	//     further than its last presence snapshot (see settleUntil).
+	MediaNodeRunsOnItsOwn bool
 	// WebhookAllowPrivate lets endpoints use http:// and private addresses:
 	// for local testing only.
 	WebhookAllowPrivate bool

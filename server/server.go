@@ -142,8 +142,8 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		Billing:               BillingFromConfig(cfg),
 		// Sessions on an embedded node end with the process; a node run on
 		// its own (--media-control-url) keeps them across our restarts.
-		MediaSessionsSurviveRestart: cfg.MediaControlURL != "",
-		WebhookAllowPrivate:         cfg.WebhookAllowPrivate,
+		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
+		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
 	}, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		return fail(err)
