@@ -516,8 +516,10 @@ func (a *roomActor) sweep(ctx actor.Context) {
 			a.lastSettle = now.Truncate(interval)
 			a.settle(a.settleUntil(now))
 		}
-		// A media node that stopped reporting (crashed) has nobody left.
-		if seen := a.e.lastPresenceSeen.Load(); seen != nil && time.Since(*seen) > mediaPresenceTimeout {
+		// A media node on its own that stopped reporting (crashed) has
+		// nobody left. Silence is time passed on the engine's clock, not
+		// a difference of wall-clock readings (see lastPresenceSeen).
+		if a.e.settings.MediaNodeRunsOnItsOwn && a.e.clock.Monotonic()-time.Duration(a.e.lastPresenceSeen.Load()) > mediaPresenceTimeout {
 			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
 		}
 	}
