@@ -46,8 +46,10 @@ const (
 	roomPassivateAfter = time.Minute
 	// sweepInterval is how often rooms check expiry and passivation.
 	sweepInterval = time.Second
-	// mediaPresenceTimeout: once a media node has reported presence, silence
-	// for this long means it is gone, and its participants have left.
+	// mediaPresenceTimeout: silence of a media node run on its own for this
+	// long (on the engine clock's Monotonic reading, since its last presence
+	// report or the engine's start) means it is gone, and its participants
+	// have left.
 	mediaPresenceTimeout = 15 * time.Second
 	// idempotencySweepInterval is how often projects delete expired
 	// idempotency records.
@@ -71,13 +73,23 @@ type Settings struct {
 	MediaTokenTTL         time.Duration
 	SnapshotEveryEvents   int
 	Billing               Billing
-	// MediaSessionsSurviveRestart is false when the media node runs in this
-	// process: after a restart nobody can still be on it, so recovered
-	// joined participants are closed at once (at their last settled
-	// instant, so downtime is never billed) instead of waiting for the
-	// reconciler. A node run on its own keeps its sockets across a control
-	// plane restart, so its presence decides.
-	MediaSessionsSurviveRestart bool
+	// MediaNodeRunsOnItsOwn is true for a media node run in another process
+	// (rtcd media, reached through --media-control-url), false for the node
+	// embedded in this one. It decides:
+	//   - restart: an embedded node's sessions die with the process, so
+	//     recovered joined participants are closed at once (at their last
+	//     settled instant, so downtime is never billed); a node on its own
+	//     keeps its sockets across a control plane restart, so its
+	//     presence decides;
+	//   - settlement: running sessions on a node on its own are charged no
+	//     further than its last presence snapshot (see settleUntil);
+	//   - silence: only a node on its own can die while this process runs,
+	//     so only its silence (mediaPresenceTimeout) ends the joined
+	//     sessions. The embedded node lives and dies with the process; its
+	//     reports come through an in-process queue on a real-time ticker,
+	//     while the clock it stamps and the engine measures with may be a
+	//     test's fake one, running ahead of that ticker: silence it is not.
+	MediaNodeRunsOnItsOwn bool
 	// WebhookAllowPrivate lets endpoints use http:// and private addresses:
 	// for local testing only.
 	WebhookAllowPrivate bool
@@ -121,13 +133,16 @@ type Engine struct {
 	mailDone        chan struct{}
 
 	media             atomic.Pointer[MediaEngine]
-	lastPresenceNanos atomic.Int64 // the At of the last presence report (0: never)
-	// lastPresenceSeen is when the last presence report arrived, on this
-	// process's monotonic clock (nil: never). Silence is measured on it, not
-	// on the report's At: reports come on the node's real-time ticker and
-	// carry the node's clock, which may be skewed, stepped, or (in tests)
-	// a fake clock that runs ahead of the ticker.
-	lastPresenceSeen atomic.Pointer[time.Time]
+	lastPresenceNanos atomic.Int64 // the At of the last presence report (at Start: the clock's Now)
+	// lastPresenceSeen is the engine clock's Monotonic reading when the last
+	// presence report arrived (at Start: when the engine started). Silence
+	// is measured from it on the injected clock, so tests move it. Not on
+	// the report's At, which is the node's clock (maybe skewed or stepped),
+	// and not as a difference of two clock.Now readings: those follow every
+	// step of the wall clock (clock.Real.Now carries no monotonic reading),
+	// and the wall clock set forward must not look like a silent node and
+	// end everyone's session.
+	lastPresenceSeen atomic.Int64
 
 	// lastCreatedNanos makes creation times strictly increasing across the
 	// process (see createdAt).
@@ -259,8 +274,7 @@ func (e *Engine) Start() error {
 	}
 	// Silence of the media node counts from now: a node that never reports
 	// after this start is treated as gone after mediaPresenceTimeout.
-	started := time.Now()
-	e.lastPresenceSeen.Store(&started)
+	e.lastPresenceSeen.Store(int64(e.clock.Monotonic()))
 	e.lastPresenceNanos.Store(e.clock.Now().UnixNano())
 	go e.sweepLoop()
 	go e.mailLoop()
@@ -377,12 +391,7 @@ func (e *Engine) sweepLoop() {
 		case <-e.stop:
 			return
 		case <-t.C:
-			e.rooms.Range(func(_, v any) bool {
-				if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
-					e.system.Root.Send(h.pid, sweep{})
-				}
-				return true
-			})
+			e.sweepRooms()
 			e.wallets.Range(func(_, v any) bool {
 				e.system.Root.Send(v.(*walletHandle).pid, sweep{})
 				return true
@@ -401,6 +410,18 @@ func (e *Engine) sweepLoop() {
 			}
 		}
 	}
+}
+
+// sweepRooms asks every live room to sweep, except a room with
+// roomMailboxCapacity messages queued: its sweep would only queue behind
+// them (it runs again next second), and Send must not grow its mailbox.
+func (e *Engine) sweepRooms() {
+	e.rooms.Range(func(_, v any) bool {
+		if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
+			e.system.Root.Send(h.pid, sweep{})
+		}
+		return true
+	})
 }
 
 // --- asking actors ---------------------------------------------------------

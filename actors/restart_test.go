@@ -90,7 +90,15 @@ var jsonUnmarshal = func(b []byte, v any) error { return json.Unmarshal(b, v) }
 // workspace and returns it with its fake clock and the bootstrap key's caller.
 func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
 	t.Helper()
-	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	return newTestEngineWith(t, persistence.Options{}, nil)
+}
+
+// newTestEngineWith is newTestEngine on a store opened with o (a file
+// system that holds WAL syncs back, a small sync queue), with the
+// settings changed by tweak (nil: none).
+func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*Settings)) (*Engine, *clock.Fake, *Caller) {
+	t.Helper()
+	store, err := persistence.OpenWith(t.TempDir(), o, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +114,12 @@ func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
 	}
 	limits := Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
 		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
-	e, err := New(Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
-		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000},
-		store, clk, ratelimit.NewMemory(), keys)
+	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
+		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000}
+	if tweak != nil {
+		tweak(&settings)
+	}
+	e, err := New(settings, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func (a *roomActor) recover(ctx actor.Context) {
 	a.project.activeParticipants.Add(delta)
 	a.e.activeParticipants.Add(delta)
 	a.countedSlots = a.state.Connected
-	if first && !a.e.settings.MediaSessionsSurviveRestart && a.admitting() { // a panic restart keeps the process, and the node, running
+	if first && !a.e.settings.MediaNodeRunsOnItsOwn && a.admitting() { // a panic restart keeps the process, and the node, running
 		a.closeSessionsLostInRestart()
 	}
 	switch a.state.Room.Status {
@@ -487,6 +487,22 @@ func (a *roomActor) finishEnding() {
 	})
 }
 
+// settleUntil is the instant a settlement charges running sessions up to:
+// now, or for a media node run on its own no later than its last presence
+// snapshot, the last instant the control plane knows its sessions were
+// there. If that node has died, its sessions end at that snapshot
+// (reconcile), and a settlement past it would have charged more than their
+// final length, which the final charge never gives back.
+func (a *roomActor) settleUntil(now time.Time) time.Time {
+	if !a.e.settings.MediaNodeRunsOnItsOwn {
+		return now
+	}
+	if last := time.Unix(0, a.e.lastPresenceNanos.Load()).UTC(); last.Before(now) {
+		return last
+	}
+	return now
+}
+
 func (a *roomActor) sweep(ctx actor.Context) {
 	a.expireIfDue(ctx)
 	now := a.e.clock.Now()
@@ -498,10 +514,12 @@ func (a *roomActor) sweep(ctx actor.Context) {
 			// under one interval after the last settlement would otherwise
 			// skip it, settling every interval plus one sweep.
 			a.lastSettle = now.Truncate(interval)
-			a.settle(now)
+			a.settle(a.settleUntil(now))
 		}
-		// A media node that stopped reporting (crashed) has nobody left.
-		if seen := a.e.lastPresenceSeen.Load(); seen != nil && time.Since(*seen) > mediaPresenceTimeout {
+		// A media node on its own that stopped reporting (crashed) has
+		// nobody left. Silence is time passed on the engine's clock, not
+		// a difference of wall-clock readings (see lastPresenceSeen).
+		if a.e.settings.MediaNodeRunsOnItsOwn && a.e.clock.Monotonic()-time.Duration(a.e.lastPresenceSeen.Load()) > mediaPresenceTimeout {
 			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
 		}
 	}

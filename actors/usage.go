@@ -97,8 +97,7 @@ func (e *Engine) MediaPresence(p MediaPresence) {
 		byRoom[s.RoomID][s.ParticipantID] = s
 	}
 	e.lastPresenceNanos.Store(p.At.UnixNano())
-	seen := time.Now() // monotonic; see lastPresenceSeen
-	e.lastPresenceSeen.Store(&seen)
+	e.lastPresenceSeen.Store(int64(e.clock.Monotonic()))
 	e.rooms.Range(func(id, v any) bool {
 		e.system.Root.Send(v.(*roomHandle).pid, &mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
 		return true

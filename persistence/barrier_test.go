@@ -4,7 +4,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -14,7 +13,7 @@ import (
 // one whose callback ran before the earlier fsyncs fails the test.
 func TestAfterDurableWaitsForEarlierBatches(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	s := openStoreWith(t, "db", &pebble.Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
+	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
 	const n = 40
 	clones := make([]*vfs.MemFS, n)
 	var wg sync.WaitGroup

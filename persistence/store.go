@@ -8,13 +8,17 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// syncQueueCapacity bounds the number of applied batches waiting for their
-// fsync. When it is full, Commit blocks the committing actor: that is the
-// backpressure that keeps a disk slower than the request rate from growing
-// memory without bound.
+// syncQueueCapacity bounds the number of applied batches waiting for the
+// syncer (for their fsync, then for their done callback). When it is full,
+// Commit blocks the committing actor. With a disk slower than the request
+// rate, Pebble blocks it first: ApplyNoSyncWait admits at most
+// record.SyncConcurrency-1 (4095) batches whose WAL sync has not completed.
+// This queue fills only when the syncer falls behind on batches already
+// synced (slow done callbacks). Either way memory stays bounded.
 const syncQueueCapacity = 16384
 
 // ErrNotFound is returned by Get when the key does not exist.
@@ -43,19 +47,43 @@ type pendingSync struct {
 	done      func()
 }
 
+// Options are what a store can be opened with beyond its directory. The
+// zero value is production's: Open is OpenWith with Options{}, so a setting
+// changed in OpenWith is seen by every test that opens a store.
+type Options struct {
+	// FS is the file system Pebble runs on; nil means the operating
+	// system's. Tests pass a simulated one (power loss, held or failing
+	// WAL syncs).
+	FS vfs.FS
+	// ReadOnly opens the database refusing every write.
+	ReadOnly bool
+	// SyncQueueCapacity bounds the batches waiting for the syncer; 0 means
+	// syncQueueCapacity. Tests make it small to fill it.
+	SyncQueueCapacity int
+}
+
 // Open opens (creating if needed) the database in dir. fatal is called, from
 // the syncer goroutine, when a WAL fsync fails; it must not return normally
 // in production (it should exit the process).
 func Open(dir string, m Metrics, fatal func(error)) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	return OpenWith(dir, Options{}, m, fatal)
+}
+
+// OpenWith is Open with options; see Options.
+func OpenWith(dir string, o Options, m Metrics, fatal func(error)) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, FS: o.FS, ReadOnly: o.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open %s: %w", dir, err)
+	}
+	capacity := o.SyncQueueCapacity
+	if capacity <= 0 {
+		capacity = syncQueueCapacity
 	}
 	s := &Store{
 		db:        db,
 		metrics:   m,
 		fatal:     fatal,
-		syncQueue: make(chan pendingSync, syncQueueCapacity),
+		syncQueue: make(chan pendingSync, capacity),
 		syncDone:  make(chan struct{}),
 	}
 	go s.syncLoop()

@@ -28,48 +28,51 @@ func openTestStore(t testing.TB) (*Store, string) {
 	return s, dir
 }
 
-// openStoreWith builds a Store exactly as Open does, but over the given
-// Pebble options (an in-memory crashable filesystem, a read-only database).
-// Open has no such parameter, and production needs none.
-func openStoreWith(t testing.TB, dir string, opts *pebble.Options, fatal func(error)) *Store {
+// openStoreWith opens a Store through OpenWith, the function Open uses,
+// over the given options (an in-memory crashable file system, a read-only
+// database), so these tests see every setting production opens with.
+func openStoreWith(t testing.TB, dir string, o Options, fatal func(error)) *Store {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quietLogger{}
-	}
-	db, err := pebble.Open(dir, opts)
+	s, err := OpenWith(dir, o, Metrics{}, fatal)
 	if err != nil {
-		t.Fatalf("pebble open: %v", err)
+		t.Fatalf("open: %v", err)
 	}
-	s := &Store{
-		db:        db,
-		fatal:     fatal,
-		syncQueue: make(chan pendingSync, syncQueueCapacity),
-		syncDone:  make(chan struct{}),
-	}
-	go s.syncLoop()
 	return s
 }
 
-// keysOn opens the database that survived a simulated crash (fs is a crash
-// clone) and returns which of keys it holds.
+// keysOn recovers the database that survived a simulated crash (fs is a
+// crash clone) as a restart would, through OpenWith, and returns which of
+// keys it holds.
 func keysOn(t *testing.T, fs vfs.FS, dir string, keys [][]byte) map[string]bool {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}})
-	if err != nil {
-		t.Fatalf("open crash clone: %v", err)
-	}
-	defer db.Close()
+	s := openStoreWith(t, dir, Options{FS: fs}, func(err error) { t.Errorf("fatal on crash clone: %v", err) })
+	defer s.Close()
 	found := make(map[string]bool)
 	for _, k := range keys {
-		_, closer, err := db.Get(k)
+		_, err := s.Get(k)
 		if err == nil {
 			found[string(k)] = true
-			_ = closer.Close()
-		} else if !errors.Is(err, pebble.ErrNotFound) {
+		} else if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("get %q on crash clone: %v", k, err)
 		}
 	}
 	return found
+}
+
+// waitGroupTimeout bounds waiting for done callbacks that an unsynced WAL
+// would never run (a database opened without one, say).
+const waitGroupTimeout = 10 * time.Second
+
+// waitGroup waits for wg, failing the test after waitGroupTimeout.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitGroupTimeout):
+		t.Fatalf("%s did not run within %s", what, waitGroupTimeout)
+	}
 }
 
 func seqKey(i int) []byte { return []byte(fmt.Sprintf("k/%06d", i)) }
@@ -79,7 +82,7 @@ func seqKey(i int) []byte { return []byte(fmt.Sprintf("k/%06d", i)) }
 // power loss, so those tests do detect a done callback that runs early.
 func TestCrashCloneDropsUnsyncedWrites(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	s := openStoreWith(t, "db", &pebble.Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
+	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
 	defer s.Close()
 	if err := s.db.Set([]byte("unsynced"), []byte("v"), pebble.NoSync); err != nil {
 		t.Fatal(err)
@@ -97,7 +100,7 @@ func TestCrashCloneDropsUnsyncedWrites(t *testing.T) {
 // batch committed before it, must be in that image.
 func TestCommitDoneOnlyAfterDurable(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	s := openStoreWith(t, "db", &pebble.Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
+	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
 	const n = 40
 	clones := make([]*vfs.MemFS, n)
 	var wg sync.WaitGroup
@@ -110,7 +113,7 @@ func TestCommitDoneOnlyAfterDurable(t *testing.T) {
 			wg.Done()
 		})
 	}
-	wg.Wait()
+	waitGroup(t, &wg, "the done callbacks of every committed batch")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +133,7 @@ func TestCommitDoneOnlyAfterDurable(t *testing.T) {
 
 func TestCommitAndWaitIsDurableOnReturn(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	s := openStoreWith(t, "db", &pebble.Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
+	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
 	defer s.Close()
 	b := s.NewBatch()
 	_ = b.Set([]byte("boot"), []byte("strapped"), nil)
@@ -157,7 +160,7 @@ func TestCommitAndWaitReportsApplyFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fatals atomic.Int32
-	ro := openStoreWith(t, dir, &pebble.Options{ReadOnly: true}, func(error) { fatals.Add(1) })
+	ro := openStoreWith(t, dir, Options{ReadOnly: true}, func(error) { fatals.Add(1) })
 	defer ro.Close()
 	b := ro.NewBatch()
 	_ = b.Set([]byte("k"), []byte("v"), nil)
@@ -185,7 +188,7 @@ func TestCommitApplyFailureIsFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fatalErr error
-	ro := openStoreWith(t, dir, &pebble.Options{ReadOnly: true}, func(err error) { fatalErr = err })
+	ro := openStoreWith(t, dir, Options{ReadOnly: true}, func(err error) { fatalErr = err })
 	var acked atomic.Bool
 	b := ro.NewBatch()
 	_ = b.Set([]byte("k"), []byte("v"), nil)
@@ -477,7 +480,7 @@ func TestCommitSyncFailureIsFatal(t *testing.T) {
 		return nil
 	}))
 	fatals := make(chan error, 16)
-	s := openStoreWith(t, "db", &pebble.Options{FS: fs}, func(err error) { fatals <- err })
+	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { fatals <- err })
 	putAll(t, s, "before") // syncs fine
 	armed.Store(true)
 	var acked atomic.Bool

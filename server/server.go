@@ -141,9 +141,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		SnapshotEveryEvents:   cfg.SnapshotEveryEvents,
 		Billing:               BillingFromConfig(cfg),
 		// Sessions on an embedded node end with the process; a node run on
-		// its own (--media-control-url) keeps them across our restarts.
-		MediaSessionsSurviveRestart: cfg.MediaControlURL != "",
-		WebhookAllowPrivate:         cfg.WebhookAllowPrivate,
+		// its own (--media-control-url) keeps them across our restarts, and
+		// only its silence can mean it died.
+		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
+		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
 	}, store, clk, ratelimit.NewMemory(), keys)
 	if err != nil {
 		return fail(err)

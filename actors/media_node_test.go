@@ -1,0 +1,182 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+	"rtcd/clock"
+	"rtcd/ids"
+	"rtcd/persistence"
+)
+
+// perSecondMicros is the test price: 0.001 a second.
+const perSecondMicros = 1000
+
+// joinedRoom is an engine with billing at perSecondMicros and one room
+// with one participant joined, at the start of the clock, on a media node
+// run on its own or embedded.
+type joinedRoom struct {
+	t      *testing.T
+	e      *Engine
+	clk    *clock.Fake
+	caller *Caller
+	roomID string
+	joined MediaJoin
+}
+
+func newJoinedRoom(t *testing.T, nodeOnItsOwn bool) *joinedRoom {
+	t.Helper()
+	e, clk, caller := newTestEngineWith(t, persistence.Options{}, func(s *Settings) {
+		s.MediaNodeRunsOnItsOwn = nodeOnItsOwn
+		s.Billing = Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60 * perSecondMicros, SettleInterval: time.Minute}
+	})
+	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	roomID := decodeID(t, res.Body)
+	res, aerr = e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	tok := decodeToken(t, res.Body)
+	res, aerr = e.Connect(&ConnectParams{Token: &tok}, "127.0.0.1")
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	var cs struct {
+		SessionID   string `json:"session_id"`
+		Participant struct {
+			ID string `json:"id"`
+		} `json:"participant"`
+	}
+	if err := json.Unmarshal(res.Body, &cs); err != nil {
+		t.Fatal(err)
+	}
+	n := &joinedRoom{t: t, e: e, clk: clk, caller: caller, roomID: roomID,
+		joined: MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()}}
+	e.MediaJoined(n.joined)
+	waitUntil(t, "the participant joined", func() bool { return n.status() == ParticipantJoined })
+	n.sweep() // the first settlement, at the join: lastSettle on the minute's grid
+	return n
+}
+
+func (n *joinedRoom) status() string {
+	return statusReader(n.t)(n.e.GetParticipant(n.caller, n.roomID, n.joined.ParticipantID))
+}
+
+// presence is the node's snapshot now, showing the participant.
+func (n *joinedRoom) presence() {
+	n.e.MediaPresence(MediaPresence{NodeID: "solo", At: n.clk.Now(), Sessions: []MediaJoin{n.joined}})
+}
+
+// sweep runs one sweep of the room and returns once it is done (a command
+// sent after it is answered only after it).
+func (n *joinedRoom) sweep() {
+	n.t.Helper()
+	rh, _ := n.e.room(n.roomID)
+	n.e.system.Root.Send(rh.pid, sweep{})
+	if _, aerr := n.e.RemoveParticipant(n.caller, n.roomID, ids.New(ids.Participant)); aerr == nil || aerr.Code != "participant_not_found" {
+		n.t.Fatalf("barrier command behind the sweep: %v", aerr)
+	}
+}
+
+// charged waits for the wallet to apply what the room charged and returns it.
+func (n *joinedRoom) charged() int64 {
+	n.t.Helper()
+	waitDurable(n.t, n.e)
+	var balance int64
+	waitUntil(n.t, "the wallet applies the pending charges", func() bool {
+		if countKeys(n.t, n.e.store, []byte(persistence.PrefixCharge)) != 0 {
+			return false
+		}
+		w, aerr := n.e.readWallet(n.caller)
+		if aerr != nil {
+			n.t.Fatal(aerr)
+		}
+		balance = w.balance
+		return true
+	})
+	return -balance
+}
+
+// TestSettlementStopsAtTheNodesLastSnapshot: running sessions on a node
+// run on its own are charged up to its last presence snapshot, not up to
+// now. If the node has died since, the session ends at that snapshot, and
+// a settlement past it would have charged seconds the session never had.
+func TestSettlementStopsAtTheNodesLastSnapshot(t *testing.T) {
+	n := newJoinedRoom(t, true)
+	n.clk.Advance(55 * time.Second)
+	n.presence()                    // last seen at 55 s
+	n.clk.Advance(10 * time.Second) // 65 s: silent for 10 s, not yet gone
+	n.sweep()                       // a minute since the last settlement: settles
+	if got := n.charged(); got != 55*perSecondMicros {
+		t.Fatalf("settled %d micro-units, want %d: 55 s, up to the node's last snapshot", got, 55*perSecondMicros)
+	}
+	if st := n.status(); st != ParticipantJoined {
+		t.Fatalf("participant %s after 10 s of silence, want still joined", st)
+	}
+}
+
+// usageSeconds is the participant-seconds finalized for the session.
+func (n *joinedRoom) usageSeconds() int64 {
+	n.t.Helper()
+	v, err := n.e.store.Get(persistence.Key(persistence.PrefixUsage, n.caller.ProjectID+"/2026-11-22/"+n.joined.SessionID))
+	if err != nil {
+		n.t.Fatalf("usage record of the session: %v", err)
+	}
+	var rec UsageRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		n.t.Fatal(err)
+	}
+	return rec.Seconds
+}
+
+// TestSilentNodeOnItsOwnEndsSessionsOnce: a media node run on its own that
+// stops reporting is gone once the engine's clock has moved more than
+// mediaPresenceTimeout past its last snapshot; its joined session ends at
+// that snapshot, billed once. A step of the wall clock is no silence.
+func TestSilentNodeOnItsOwnEndsSessionsOnce(t *testing.T) {
+	n := newJoinedRoom(t, true)
+	n.clk.Advance(30 * time.Second)
+	n.presence() // last seen at 30 s
+
+	// The wall clock jumps an hour ahead (an NTP correction): no time passed.
+	n.clk.Step(time.Hour)
+	n.sweep()
+	if st := n.status(); st != ParticipantJoined {
+		t.Fatalf("participant %s after a wall-clock step, want still joined: a step is no silence", st)
+	}
+
+	n.clk.Advance(mediaPresenceTimeout)
+	n.sweep()
+	if st := n.status(); st != ParticipantJoined {
+		t.Fatalf("participant %s after exactly %s of silence, want still joined", st, mediaPresenceTimeout)
+	}
+	n.clk.Advance(time.Second)
+	n.sweep()
+	if st := n.status(); st != ParticipantLeft {
+		t.Fatalf("participant %s after %s of silence, want left", st, mediaPresenceTimeout+time.Second)
+	}
+	if got := n.usageSeconds(); got != 30 {
+		t.Fatalf("session finalized with %d s, want 30: it ends at the node's last snapshot", got)
+	}
+	n.clk.Advance(time.Minute) // later sweeps, still silent: nothing more
+	n.sweep()
+	if got := n.charged(); got != 30*perSecondMicros {
+		t.Fatalf("charged %d micro-units, want %d: the 30 s session, once", got, 30*perSecondMicros)
+	}
+}
+
+// TestEmbeddedNodeSilenceEndsNothing: the embedded node cannot die while
+// the process runs, so time passing without its presence reports (its
+// ticker is real time, a test's clock is not) ends no session.
+func TestEmbeddedNodeSilenceEndsNothing(t *testing.T) {
+	n := newJoinedRoom(t, false)
+	n.clk.Advance(time.Hour)
+	n.sweep()
+	if st := n.status(); st != ParticipantJoined {
+		t.Fatalf("participant %s after an hour without presence from the embedded node, want still joined", st)
+	}
+}
