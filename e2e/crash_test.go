@@ -78,19 +78,48 @@ func binModuleRoot(t *testing.T) string {
 	}
 }
 
+// builtBinary is the rtcd binary this test process built, once: every
+// test that runs the real binary shares it (a build takes seconds), and it
+// is removed when the tests end (TestMain).
+var builtBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// binBuild returns the path of the rtcd binary, building it on first use.
 func binBuild(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	b := &builtBinary
+	b.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if b.dir, b.err = os.MkdirTemp("", "rtcd-e2e-bin-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "rtcd")
+		cmd := exec.Command(goTool, "build", "-o", b.path, "./cmd/rtcd")
+		cmd.Dir = binModuleRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/rtcd: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	bin := filepath.Join(t.TempDir(), "rtcd")
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/rtcd")
-	cmd.Dir = binModuleRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rtcd: %v\n%s", err, out)
+	return b.path
+}
+
+// TestMain removes the shared binary after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBinary.dir != "" {
+		_ = os.RemoveAll(builtBinary.dir)
 	}
-	return bin
+	os.Exit(code)
 }
 
 // binInit runs `rtcd init` on dataDir, with flags (e.g. --owner-email), and
