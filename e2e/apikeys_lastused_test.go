@@ -138,13 +138,20 @@ func TestAPIKeyLastUsedAt(t *testing.T) {
 			e.luBarrier()
 			e.luRequireListed(id, actors.Timestamp(second), "a use within the minute after the restart")
 
+			// A request the key authenticates but may not make still uses it.
+			e.clock.Advance(30 * time.Second)
+			third := e.clock.Now()
+			rsRequireErr(t, e.do("POST", "/v1/rooms", secret, map[string]any{}), 403, "permission_denied")
+			e.luBarrier()
+			e.luRequireListed(id, actors.Timestamp(third), "a use refused for its scope")
+
 			// The revoke response shows it too (rendered from the actor's
-			// recovered state, not from the ki/ record).
+			// state, not from the ki/ record).
 			revoked := e.do("DELETE", "/v1/api-keys/"+id, boot, nil).must(t, 200)
-			if got := luLastUsed(t, revoked.JSON); got != actors.Timestamp(second) || revoked.Str("status") != "revoked" {
-				t.Fatalf("revoke response %s, want last_used_at %s", revoked.Raw, actors.Timestamp(second))
+			if got := luLastUsed(t, revoked.JSON); got != actors.Timestamp(third) || revoked.Str("status") != "revoked" {
+				t.Fatalf("revoke response %s, want last_used_at %s", revoked.Raw, actors.Timestamp(third))
 			}
-			e.luRequireListed(id, actors.Timestamp(second), "after the revocation")
+			e.luRequireListed(id, actors.Timestamp(third), "after the revocation")
 		})
 	}
 }
