@@ -46,6 +46,11 @@ func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
 	if !ok || h.shared.project.Load().Status != ProjectActive {
 		return nil, errBadCredential
 	}
+	if rec.noteUse(e.clock.Now()) {
+		// Without waiting: the project journals it (touchKey) when it gets
+		// to it, and only one such message per key is ever on its way.
+		e.system.Root.Send(h.pid, &touchKey{rec: rec})
+	}
 	return &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
 }
 
@@ -289,7 +294,18 @@ func parseScopes(names []string) (scopes.Set, *apierr.Error) {
 
 // ListAPIKeys lists the project's keys, active and revoked, newest first.
 func (e *Engine) ListAPIKeys(c *Caller, limit int) ([]byte, *apierr.Error) {
-	return e.listPage(persistence.IndexPrefix(persistence.PrefixKeyIdx, c.ProjectID), limit, false, nil)
+	return e.listPage(persistence.IndexPrefix(persistence.PrefixKeyIdx, c.ProjectID), limit, false, upgradeKeyRecord)
+}
+
+// upgradeKeyRecord renders a stored ki/ record in the current shape of the
+// API key object: records written before last_used_at existed lack the
+// field, and the API never omits a field (it reads as null, never used).
+func upgradeKeyRecord(record []byte) ([]byte, error) {
+	var v APIKeyView
+	if err := json.Unmarshal(record, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
 // RevokeAPIKey revokes a key (DELETE /v1/api-keys/{id}); idempotent.

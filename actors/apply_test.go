@@ -274,6 +274,10 @@ func keyRevoked(id string, sec int) projectEvent {
 	return projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: id, At: at(sec)}}
 }
 
+func keyUsed(id string, sec int) projectEvent {
+	return projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: id, At: at(sec)}}
+}
+
 func summarizeProject(s *projectState) string {
 	var b strings.Builder
 	rooms := make([]string, 0, len(s.ActiveRooms))
@@ -288,7 +292,7 @@ func summarizeProject(s *projectState) string {
 	}
 	sort.Strings(keys)
 	for _, id := range keys {
-		fmt.Fprintf(&b, "%s revoked=%s\n", id, offset(s.Keys[id].RevokedAt))
+		fmt.Fprintf(&b, "%s revoked=%s used=%s\n", id, offset(s.Keys[id].RevokedAt), offset(s.Keys[id].LastUsedAt))
 	}
 	return b.String()
 }
@@ -317,11 +321,19 @@ var projectCases = []struct {
 	{"closing twice or closing an unknown room changes nothing", []projectEvent{roomOpened("r1"), roomShut("r1"), roomShut("r1"), roomShut("r9")},
 		"active rooms []; active keys 0\n"},
 	{"keys", []projectEvent{keyMade("k1", 1), keyMade("k2", 2), keyMade("k3", 3)},
-		"active rooms []; active keys 3\nk1 revoked=-\nk2 revoked=-\nk3 revoked=-\n"},
+		"active rooms []; active keys 3\nk1 revoked=- used=-\nk2 revoked=- used=-\nk3 revoked=- used=-\n"},
 	{"revocation is counted once and keeps its first time", []projectEvent{keyMade("k1", 1), keyMade("k2", 2), keyRevoked("k1", 5), keyRevoked("k1", 9)},
-		"active rooms []; active keys 1\nk1 revoked=+5\nk2 revoked=-\n"},
+		"active rooms []; active keys 1\nk1 revoked=+5 used=-\nk2 revoked=- used=-\n"},
 	{"mixed", []projectEvent{keyMade("k1", 1), roomOpened("r1"), roomOpened("r2"), keyMade("k2", 2), roomShut("r1"), keyRevoked("k2", 3), roomOpened("r3")},
-		"active rooms [r2 r3]; active keys 1\nk1 revoked=-\nk2 revoked=+3\n"},
+		"active rooms [r2 r3]; active keys 1\nk1 revoked=- used=-\nk2 revoked=+3 used=-\n"},
+	{"a use sets last use; later uses move it forward", []projectEvent{keyMade("k1", 1), keyMade("k2", 2), keyUsed("k1", 70), keyUsed("k1", 200)},
+		"active rooms []; active keys 2\nk1 revoked=- used=+200\nk2 revoked=- used=-\n"},
+	{"a use journaled late never moves last use back", []projectEvent{keyMade("k1", 1), keyUsed("k1", 200), keyUsed("k1", 70)},
+		"active rooms []; active keys 1\nk1 revoked=- used=+200\n"},
+	{"a revoked key keeps its last use and records a use from before the revocation", []projectEvent{keyMade("k1", 1), keyUsed("k1", 10), keyRevoked("k1", 20), keyUsed("k1", 19)},
+		"active rooms []; active keys 0\nk1 revoked=+20 used=+19\n"},
+	{"a use of an unknown key changes nothing", []projectEvent{keyMade("k1", 1), keyUsed("k9", 10)},
+		"active rooms []; active keys 1\nk1 revoked=- used=-\n"},
 }
 
 func TestProjectApply(t *testing.T) {
@@ -384,6 +396,56 @@ func TestProjectReplayEquivalence(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestProjectSnapshotBeforeLastUse: a project snapshot written before
+// api_key_used existed (its keys have no last_used_at) recovers with
+// never-used keys, and a journaled use then applies to it.
+func TestProjectSnapshotBeforeLastUse(t *testing.T) {
+	old := `{"project":{"id":"prj_1","account_id":"acct_1","name":"Default project","status":"active","created_at":"2026-11-22T12:00:00Z","archived_at":"0001-01-01T00:00:00Z"},` +
+		`"active_rooms":{},"keys":{"k1":{"id":"k1","name":"ci","scopes":3,"last4":"abcd","hash":[` + strings.Repeat("0,", 31) + `1],` +
+		`"created_at":"2026-11-22T12:00:01Z","created_by":{"type":"operator","id":"rtcd init"},"revoked_at":"0001-01-01T00:00:00Z"}},"active_keys":1}`
+	var s projectState
+	if err := json.Unmarshal([]byte(old), &s); err != nil {
+		t.Fatal(err)
+	}
+	k := s.Keys["k1"]
+	if k == nil || !k.LastUsedAt.IsZero() {
+		t.Fatalf("old key decoded as %+v, want never used", k)
+	}
+	if v := mustJSON(k.view()); !bytes.Contains(v, []byte(`"last_used_at":null`)) {
+		t.Fatalf("old key renders %s, want last_used_at null", v)
+	}
+	ev := keyUsed("k1", 90)
+	s.apply(roundTrip(t, &ev))
+	if got := mustJSON(k.view()); !bytes.Contains(got, []byte(`"last_used_at":"2026-11-22T12:01:30.000Z"`)) {
+		t.Fatalf("after a use the key renders %s", got)
+	}
+}
+
+// TestUpgradeKeyRecord: the list serves ki/ records written before
+// last_used_at existed with the field as null, and current records as
+// they are.
+func TestUpgradeKeyRecord(t *testing.T) {
+	old := `{"object":"api_key","id":"key_qlt7eq66qkk5yfx2vfinfj37","name":"ci","scopes":["rooms:read","rooms:write"],` +
+		`"last4":"HKHQ","status":"active","created_at":"2026-11-22T12:30:14.266Z","revoked_at":null}`
+	got, err := upgradeKeyRecord([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSuffix(old, "}") + `,"last_used_at":null}`
+	if string(got) != want {
+		t.Fatalf("upgraded record:\n%s\nwant:\n%s", got, want)
+	}
+	k := APIKey{ID: "key_qlt7eq66qkk5yfx2vfinfj37", Name: "ci \"quoted\" <b>", Scopes: uint32(scopes.All), Last4: "HKHQ",
+		CreatedAt: at(1), RevokedAt: at(5), LastUsedAt: at(3)}
+	current := mustJSON(k.view())
+	if got, err := upgradeKeyRecord(current); err != nil || !bytes.Equal(got, current) {
+		t.Fatalf("current record changed:\n%s\nwas:\n%s (%v)", got, current, err)
+	}
+	if _, err := upgradeKeyRecord([]byte(`{"object":`)); err == nil {
+		t.Fatal("a broken record was served")
 	}
 }
 

@@ -571,11 +571,48 @@ func (e *Engine) Region() string { return e.settings.Region }
 
 // --- API key registry ------------------------------------------------------
 
-// KeyRecord is what authentication needs to know of an active API key.
+// apiKeyTouchInterval: a key's last use is written to disk at most this
+// often, so authentication costs no write per request; last_used_at may
+// therefore be up to this much behind the key's real last use.
+const apiKeyTouchInterval = time.Minute
+
+// KeyRecord is what authentication needs to know of an active API key, and
+// where it notes the key's use. The registry's map is copied on write but
+// its records are shared by pointer, so the atomics survive other keys'
+// changes.
 type KeyRecord struct {
 	KeyID     string
 	ProjectID string
 	Scopes    scopes.Set
+
+	// lastUsedNanos is the last use (injected clock, Unix nanoseconds);
+	// persistedNanos the last use journaled. Both only move forward; 0 is
+	// never.
+	lastUsedNanos  atomic.Int64
+	persistedNanos atomic.Int64
+	touching       atomic.Bool // a touchKey message is on its way
+}
+
+// newKeyRecord is the registry record of a key of projectID.
+func newKeyRecord(k *APIKey, projectID string) *KeyRecord {
+	rec := &KeyRecord{KeyID: k.ID, ProjectID: projectID, Scopes: scopes.Set(k.Scopes)}
+	if !k.LastUsedAt.IsZero() { // the zero time's UnixNano is not 0
+		rec.lastUsedNanos.Store(k.LastUsedAt.UnixNano())
+		rec.persistedNanos.Store(k.LastUsedAt.UnixNano())
+	}
+	return rec
+}
+
+// noteUse moves the key's last use forward to now and reports whether it
+// is time to journal it: apiKeyTouchInterval after the last journaled use,
+// and no touch already on its way (the caller then owns the touching flag
+// and must send exactly one touchKey).
+func (r *KeyRecord) noteUse(now time.Time) bool {
+	n := now.UnixNano()
+	for last := r.lastUsedNanos.Load(); last < n && !r.lastUsedNanos.CompareAndSwap(last, n); {
+		last = r.lastUsedNanos.Load()
+	}
+	return n-r.persistedNanos.Load() >= int64(apiKeyTouchInterval) && r.touching.CompareAndSwap(false, true)
 }
 
 // keyRegistry maps a key's hash to its record. Published by the project

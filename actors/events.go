@@ -168,6 +168,7 @@ type projectEvent struct {
 	RoomClosed    *roomRef      `json:"room_closed,omitempty"`
 	APIKeyCreated *APIKey       `json:"api_key_created,omitempty"`
 	APIKeyRevoked *apiKeyRevoke `json:"api_key_revoked,omitempty"`
+	APIKeyUsed    *apiKeyUsed   `json:"api_key_used,omitempty"`
 
 	EndpointCreated  *WebhookEndpoint  `json:"endpoint_created,omitempty"`
 	EndpointDisabled *endpointDisabled `json:"endpoint_disabled,omitempty"`
@@ -186,6 +187,13 @@ type roomRef struct {
 }
 
 type apiKeyRevoke struct {
+	KeyID string    `json:"key_id"`
+	At    time.Time `json:"at"`
+}
+
+// apiKeyUsed records a key's last use (at most once per
+// apiKeyTouchInterval per key).
+type apiKeyUsed struct {
 	KeyID string    `json:"key_id"`
 	At    time.Time `json:"at"`
 }
@@ -235,6 +243,11 @@ func (s *projectState) apply(e *projectEvent) {
 		if k.RevokedAt.IsZero() {
 			k.RevokedAt = e.APIKeyRevoked.At
 			s.ActiveKeys--
+		}
+	case e.APIKeyUsed != nil:
+		// Only forward: a use journaled late never moves it back.
+		if k, ok := s.Keys[e.APIKeyUsed.KeyID]; ok && e.APIKeyUsed.At.After(k.LastUsedAt) {
+			k.LastUsedAt = e.APIKeyUsed.At
 		}
 	case e.ProjectRenamed != nil:
 		s.Project.Name = e.ProjectRenamed.Name

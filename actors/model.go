@@ -127,6 +127,10 @@ type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
 	CreatedBy Actor     `json:"created_by"`
 	RevokedAt time.Time `json:"revoked_at"`
+	// LastUsedAt is the last use written to the journal (api_key_used), at
+	// most apiKeyTouchInterval behind the real last use; zero if never
+	// used. Snapshots from before it existed decode it as zero.
+	LastUsedAt time.Time `json:"last_used_at"`
 }
 
 // Project is a project's own record.

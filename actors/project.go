@@ -90,6 +90,8 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		a.createKey(m)
 	case *revokeKey:
 		a.revokeKey(m)
+	case *touchKey:
+		a.recordKeyUse(m)
 	case *idemBegin:
 		m.respond(a.e.checkIdempotency(a.idemInFlight, m.pending))
 	case *idemEnd:
@@ -169,7 +171,7 @@ func (a *projectActor) recover() {
 	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
 		for _, k := range a.state.Keys {
 			if k.RevokedAt.IsZero() {
-				m[k.Hash] = &KeyRecord{KeyID: k.ID, ProjectID: a.id, Scopes: scopes.Set(k.Scopes)}
+				m[k.Hash] = newKeyRecord(k, a.id)
 			}
 		}
 	})
@@ -320,7 +322,7 @@ func (a *projectActor) createKey(m *createKey) {
 	if m.idem != nil {
 		e.putStored(b, m.idem, 201, body)
 	}
-	rec := &KeyRecord{KeyID: key.ID, ProjectID: a.id, Scopes: m.scopes}
+	rec := newKeyRecord(&key, a.id)
 	a.record(b, projectEvent{APIKeyCreated: &key})
 	e.store.Commit(b, func() {
 		// Usable only once its creation is durable.
@@ -359,6 +361,39 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 	e.writeAudit(b, a.id, m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// touchKey asks the project to journal a key's last use. Authentication
+// sends it without waiting, at most once per apiKeyTouchInterval per key
+// (KeyRecord.noteUse), and holds the record's touching flag until it is
+// handled.
+type touchKey struct {
+	rec *KeyRecord
+}
+
+// recordKeyUse journals the latest use noted in the registry record
+// (api_key_used) and rewrites the key's ki/ record, so the list shows it.
+// It re-checks the interval against the actor's own state: noteUse's check
+// and flag can race a touch that is just finishing, and this keeps the
+// journal at one use per key per apiKeyTouchInterval regardless. Nobody
+// waits for it, so it needs no durable callback; a crash before its batch
+// is synced loses this use only (the key shows the one recorded before,
+// until its next use).
+func (a *projectActor) recordKeyUse(m *touchKey) {
+	defer m.rec.touching.Store(false)
+	key, ok := a.state.Keys[m.rec.KeyID]
+	if !ok {
+		return
+	}
+	used := time.Unix(0, m.rec.lastUsedNanos.Load()).UTC()
+	if !key.LastUsedAt.IsZero() && used.Sub(key.LastUsedAt) < apiKeyTouchInterval {
+		return
+	}
+	b := a.e.store.NewBatch()
+	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
+	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()), nil)
+	a.e.store.Commit(b, nil)
+	m.rec.persistedNanos.Store(used.UnixNano())
 }
 
 func (a *projectActor) sweepIdempotency() {

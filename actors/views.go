@@ -105,7 +105,10 @@ type APIKeyView struct {
 	Status    string   `json:"status"`
 	CreatedAt string   `json:"created_at"`
 	RevokedAt *string  `json:"revoked_at"`
-	Secret    string   `json:"secret,omitempty"`
+	// LastUsedAt is the last use as journaled: at most apiKeyTouchInterval
+	// behind the real one (last use, recorded to the minute).
+	LastUsedAt *string `json:"last_used_at"`
+	Secret     string  `json:"secret,omitempty"`
 }
 
 func (k *APIKey) view() APIKeyView {
@@ -116,6 +119,7 @@ func (k *APIKey) view() APIKeyView {
 	return APIKeyView{
 		Object: "api_key", ID: k.ID, Name: optionalString(k.Name), Scopes: scopes.Set(k.Scopes).Names(),
 		Last4: k.Last4, Status: status, CreatedAt: Timestamp(k.CreatedAt), RevokedAt: optionalTimestamp(k.RevokedAt),
+		LastUsedAt: optionalTimestamp(k.LastUsedAt),
 	}
 }
 

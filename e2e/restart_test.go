@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors"
 	"rtcd/config"
 	"rtcd/persistence"
 	"rtcd/server"
@@ -174,12 +175,16 @@ func TestRestartKeepsState(t *testing.T) {
 	last := e.createRoom(map[string]any{"name": "f"})
 	rsRequireQuota(t, e.do("POST", "/v1/rooms", key, map[string]any{}), "max_active_rooms")
 
-	// Keys: one revoked, one active.
+	// Keys: one revoked, one active and used, one never used. kept's use is
+	// journaled (api_key_used) by a message its authentication sends the
+	// project, so the revoke, sent after it, is journaled after it.
 	revoked := e.createKey(key, "rooms:read").must(t, 201)
 	kept := e.createKey(key, "rooms:read").must(t, 201)
+	unused := e.createKey(key, "rooms:read").must(t, 201)
+	keptUsed := e.clock.Now()
+	e.do("GET", "/v1/rooms", kept.Str("secret"), nil).must(t, 200)
 	e.do("DELETE", "/v1/api-keys/"+revoked.Str("id"), key, nil).must(t, 200)
 	e.do("GET", "/v1/rooms", revoked.Str("secret"), nil).must(t, 401)
-	e.do("GET", "/v1/rooms", kept.Str("secret"), nil).must(t, 200)
 
 	audit := e.rsAuditLog()
 	if n := bytes.Count(audit, []byte(`"object":"audit_log_entry"`)); n < 5 {
@@ -244,6 +249,12 @@ func TestRestartKeepsState(t *testing.T) {
 	}
 	if st := e.rsKeyStatus(kept.Str("id")); st != "active" {
 		t.Fatalf("active key listed as %s after the restart", st)
+	}
+	if got := luLastUsed(t, e.luListed(kept.Str("id"))); got != actors.Timestamp(keptUsed) {
+		t.Fatalf("used key's last_used_at %q after the restart, want %s", got, actors.Timestamp(keptUsed))
+	}
+	if got := luLastUsed(t, e.luListed(unused.Str("id"))); got != "" {
+		t.Fatalf("never used key's last_used_at %q after the restart, want null", got)
 	}
 	// Revoking it again is idempotent and does not resurrect it.
 	e.do("DELETE", "/v1/api-keys/"+revoked.Str("id"), key, nil).must(t, 200)

@@ -513,7 +513,7 @@ func TestAPIKeys(t *testing.T) {
 	}
 	if !strings.HasPrefix(created.ID, "key_") || !strings.HasPrefix(created.Secret, "sk_live_") ||
 		created.Last4 != created.Secret[len(created.Secret)-4:] || created.Status != "active" ||
-		!slices.Equal(created.Scopes, []string{ScopeRoomsRead}) || *created.Name != "reader" {
+		!slices.Equal(created.Scopes, []string{ScopeRoomsRead}) || *created.Name != "reader" || created.LastUsedAt != nil {
 		t.Fatalf("created key %+v", created)
 	}
 	keys, err := c.ListAPIKeys(ctx, 100)
@@ -523,8 +523,28 @@ func TestAPIKeys(t *testing.T) {
 
 	// 403: the reader key lacks rooms:write and api_keys:write.
 	reader := clientFor(t, mainSrv, created.Secret)
+	usedFrom := time.Now().Truncate(time.Millisecond) // the server shows milliseconds
 	if _, err := reader.ListRooms(ctx, 1); err != nil {
 		t.Fatalf("reader lists rooms: %v", err)
+	}
+	usedBy := time.Now()
+	// Its use reaches the list shortly after the request (the server
+	// records it without making the request wait).
+	var lastUsed *time.Time
+	eventually(t, 10*time.Second, "the reader key's use to be listed", func() bool {
+		keys, err := c.ListAPIKeys(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(keys.Data, func(k APIKey) bool { return k.ID == created.ID })
+		if i < 0 {
+			t.Fatalf("key %s not listed", created.ID)
+		}
+		lastUsed = keys.Data[i].LastUsedAt
+		return lastUsed != nil
+	})
+	if lastUsed.Before(usedFrom) || lastUsed.After(usedBy) {
+		t.Fatalf("last_used_at %v, want the use between %v and %v", lastUsed, usedFrom, usedBy)
 	}
 	_, err = reader.CreateRoom(ctx, nil)
 	if e := wantAPIError(t, err, 403, CodePermissionDenied); e.DetailString("required_scope") != ScopeRoomsWrite {
@@ -548,6 +568,9 @@ func TestAPIKeys(t *testing.T) {
 	revoked, err := c.RevokeAPIKey(ctx, created.ID)
 	if err != nil || revoked.Status != "revoked" || revoked.RevokedAt == nil {
 		t.Fatalf("revoke %+v, %v", revoked, err)
+	}
+	if revoked.LastUsedAt == nil || revoked.LastUsedAt.Before(*lastUsed) {
+		t.Fatalf("revoked key's last_used_at %v, want the use listed (%v) or a later one", revoked.LastUsedAt, lastUsed)
 	}
 	_, err = reader.ListRooms(ctx, 1)
 	wantAPIError(t, err, 401, CodeAuthenticationFailed)

@@ -161,6 +161,11 @@ type APIKey struct {
 	Status    string     `json:"status"` // active or revoked
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// LastUsedAt is the key's last use, recorded to the minute: the server
+	// writes a use at most once a minute per key, so it can be up to a
+	// minute behind, and it reaches the list a moment after the request.
+	// Nil if the key was never used (always nil in CreateAPIKey's answer).
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
 // CreatedAPIKey is the response of CreateAPIKey: the key and its secret
