@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -195,8 +196,21 @@ func (e *Engine) GetTopup(c *Caller, paymentID string) ([]byte, *apierr.Error) {
 	return body, nil
 }
 
-// ApplyPayment applies a verified provider callback to its top-up.
-func (e *Engine) ApplyPayment(u PaymentUpdate) *apierr.Error {
+// ReceiptFunc asks the payment provider for the receipt address of a paid
+// checkout (its ProviderRef); "" with no error when the provider has none.
+// It runs outside every actor (it does network I/O).
+type ReceiptFunc func(ctx context.Context, providerRef string) (string, error)
+
+// ApplyPayment applies a verified provider callback to its top-up. When
+// the callback is a success without a receipt address, receipt (nil: the
+// provider's callbacks carry their receipts) is asked for it, but only
+// while the top-up has none: first, so the payment.succeeded event carries
+// it. A failed lookup never holds back the credit: the payment is applied
+// without the receipt and the answer is 503, so the provider delivers the
+// callback again, and that delivery (which credits nothing more) fetches
+// the receipt. The provider keeps the redelivery, so it survives our
+// crashes; see docs/payments.md, "Receipts".
+func (e *Engine) ApplyPayment(ctx context.Context, u PaymentUpdate, receipt ReceiptFunc) *apierr.Error {
 	if !ids.Valid(u.PaymentID, ids.Payment) {
 		return apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID)
 	}
@@ -208,7 +222,26 @@ func (e *Engine) ApplyPayment(u PaymentUpdate) *apierr.Error {
 	if !ok {
 		return apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID)
 	}
-	return e.ask(w.pid, &paymentUpdate{u: u}).err
+	var receiptErr error
+	if receipt != nil && u.Status == PaymentSucceeded && u.ReceiptURL == "" {
+		r := e.ask(w.pid, &getTopup{paymentID: u.PaymentID})
+		if r.err != nil {
+			return r.err
+		}
+		if t, _ := r.value.(Topup); t.wantsReceipt(u.Provider) {
+			u.ReceiptURL, receiptErr = receipt(ctx, u.ProviderRef)
+		}
+	}
+	if aerr := e.ask(w.pid, &paymentUpdate{u: u}).err; aerr != nil {
+		return aerr
+	}
+	if receiptErr != nil {
+		slog.Warn("payment applied without its receipt; answering 503 so the provider delivers the callback again",
+			"payment_id", u.PaymentID, "provider", u.Provider, "error", receiptErr)
+		return apierr.New(apierr.ServiceUnavailable,
+			"the payment was applied, but its receipt could not be fetched from the provider; deliver the callback again")
+	}
+	return nil
 }
 
 // AdjustBalance is the operator's adjustment (rtcd billing adjust).

@@ -139,6 +139,7 @@ type walletEvent struct {
 	CreditStateChanged *creditStateChanged `json:"credit_state_changed,omitempty"`
 	TopupCreated       *Topup              `json:"topup_created,omitempty"`
 	TopupUpdated       *topupUpdated       `json:"topup_updated,omitempty"`
+	ReceiptAdded       *receiptAdded       `json:"receipt_added,omitempty"`
 	ProjectAdded       *projectAdded       `json:"project_added,omitempty"`
 }
 
@@ -153,6 +154,13 @@ type topupUpdated struct {
 	ReceiptURL     string    `json:"receipt_url,omitempty"`
 	RefundedAmount int64     `json:"refunded_amount,omitempty"`
 	At             time.Time `json:"at"`
+}
+
+// receiptAdded is the receipt address of a top-up that succeeded without
+// one (its provider could not be asked at the time).
+type receiptAdded struct {
+	PaymentID  string `json:"payment_id"`
+	ReceiptURL string `json:"receipt_url"`
 }
 
 type projectAdded struct {
@@ -189,6 +197,8 @@ func (s *walletState) apply(e *walletEvent) {
 			t.ReceiptURL = e.TopupUpdated.ReceiptURL
 		}
 		t.RefundedAmount += e.TopupUpdated.RefundedAmount
+	case e.ReceiptAdded != nil:
+		s.Topups[e.ReceiptAdded.PaymentID].ReceiptURL = e.ReceiptAdded.ReceiptURL
 	case e.ProjectAdded != nil:
 		s.Account.ProjectIDs = append(s.Account.ProjectIDs, e.ProjectAdded.ProjectID)
 	}
@@ -213,6 +223,7 @@ type (
 		Provider        string // the provider whose verified callback this is
 		ProviderEventID string
 		PaymentID       string
+		ProviderRef     string // the provider's object the callback is about (the checkout for a success)
 		Status          string // succeeded, failed, canceled, expired, refunded
 		Amount          int64  // for refunded: the total refunded so far (micro-units); else the paid amount
 		ReceiptURL      string
@@ -221,6 +232,12 @@ type (
 	paymentUpdate struct {
 		replyTo
 		u PaymentUpdate
+	}
+	// getTopup asks for a copy of one top-up (the zero Topup when there
+	// is none).
+	getTopup struct {
+		replyTo
+		paymentID string
 	}
 	adjustBalance struct {
 		replyTo
@@ -252,6 +269,12 @@ func (a *walletActor) Receive(ctx actor.Context) {
 		a.createTopup(m)
 	case *paymentUpdate:
 		a.paymentUpdate(m)
+	case *getTopup:
+		var t Topup
+		if found := a.state.Topups[m.paymentID]; found != nil {
+			t = *found
+		}
+		m.respond(reply{value: t})
 	case *adjustBalance:
 		a.adjust(m)
 	case *getWallet:
@@ -481,19 +504,39 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		a.addLedgerEntry(b, LedgerRefund, -refund, "refund of "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentRefunded, RefundedAmount: refund, At: now}})
 		eventType = EventPaymentRefunded
+	case t.wantsReceipt(u.Provider) && t.Status != PaymentPending && t.Status != PaymentExpired &&
+		u.Status == PaymentSucceeded && u.ReceiptURL != "":
+		// A repeated success callback brings the receipt the first one
+		// could not fetch: recorded, nothing credited, no event (the
+		// payment.succeeded event was written with the credit).
+		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		_ = b.Close()
 		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
-	a.e.emit(b, t.ProjectID, eventType, now, map[string]any{
-		"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
-		"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
-		"currency":        t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
-	})
+	if eventType != "" {
+		a.e.emit(b, t.ProjectID, eventType, now, map[string]any{
+			"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
+			"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
+			"currency":        t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
+		})
+	}
 	a.publish()
 	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+}
+
+// wantsReceipt reports whether a success callback of provider for t should
+// bring a receipt address: t is paid or about to be (a first success
+// credits pending and expired top-ups), it was made with that provider,
+// and it has no receipt yet.
+func (t Topup) wantsReceipt(provider string) bool {
+	switch t.Status {
+	case PaymentPending, PaymentExpired, PaymentSucceeded, PaymentRefunded:
+		return t.ReceiptURL == "" && t.Provider == provider
+	}
+	return false
 }
 
 // refundTotal is a reported refund total, bounded by the payment; a report

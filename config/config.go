@@ -67,6 +67,7 @@ type Config struct {
 	SMTPPassword       string
 	SMTPTLS            string
 	SMTPTimeoutSeconds int
+	SMTPCAFile         string // PEM CAs trusted for the SMTP server besides the system roots
 	GoogleClientID     string
 	GoogleClientSecret string
 	GoogleIssuer       string
@@ -138,6 +139,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "smtp-password", Default: "", Help: "SMTP password", str: &c.SMTPPassword},
 		{Name: "smtp-tls", Default: "starttls", Help: "starttls (required), tls (implicit, usually port 465) or none (trusted networks only)", str: &c.SMTPTLS},
 		{Name: "smtp-timeout-seconds", Default: "30", Help: "timeout of sending one message, dial to QUIT", num: &c.SMTPTimeoutSeconds},
+		{Name: "smtp-ca-file", Default: "", Help: "a PEM file of CAs trusted for the SMTP server's certificate besides the system roots (a private CA); needs smtp-tls starttls or tls", str: &c.SMTPCAFile},
 		{Name: "google-client-id", Default: "", Help: "OAuth client id of Google sign-in; empty: Google sign-in is off", str: &c.GoogleClientID},
 		{Name: "google-client-secret", Default: "", Help: "OAuth client secret of Google sign-in", str: &c.GoogleClientSecret},
 		{Name: "google-issuer", Default: "https://accounts.google.com", Help: "OpenID issuer of Google sign-in (tests point it at a local provider)", str: &c.GoogleIssuer},
@@ -339,6 +341,9 @@ func (c *Config) validateDashboard() error {
 	}
 	if c.SMTPTimeoutSeconds < 1 || c.SMTPTimeoutSeconds > 300 {
 		return fmt.Errorf("--smtp-timeout-seconds must be 1 to 300")
+	}
+	if c.SMTPCAFile != "" && c.SMTPTLS == "none" {
+		return fmt.Errorf("--smtp-ca-file is set but --smtp-tls=none: trusting a CA needs starttls or tls")
 	}
 	if (c.GoogleClientID == "") != (c.GoogleClientSecret == "") {
 		return fmt.Errorf("--google-client-id and --google-client-secret go together")

@@ -93,7 +93,7 @@ func TestDefaults(t *testing.T) {
 		"shutdown-timeout-seconds": 15, "trust-forwarded-for": false, "log-level": "info",
 		"owner-email": "owner@localhost", "dashboard-url": "", "mail-from": "rtcd@localhost",
 		"smtp-host": "", "smtp-port": 587, "smtp-username": "", "smtp-password": "", "smtp-tls": "starttls",
-		"smtp-timeout-seconds": 30, "google-client-id": "", "google-client-secret": "",
+		"smtp-timeout-seconds": 30, "smtp-ca-file": "", "google-client-id": "", "google-client-secret": "",
 		"google-issuer": "https://accounts.google.com", "google-redirect-url": "",
 	}
 	settings := c.Settings()
@@ -184,6 +184,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_SMTP_PASSWORD":                          "pw",
 		"RTCD_SMTP_TLS":                               "tls",
 		"RTCD_SMTP_TIMEOUT_SECONDS":                   "12",
+		"RTCD_SMTP_CA_FILE":                           "/etc/rtcd/smtp-ca.pem",
 		"RTCD_GOOGLE_CLIENT_ID":                       "cid",
 		"RTCD_GOOGLE_CLIENT_SECRET":                   "csecret",
 		"RTCD_GOOGLE_ISSUER":                          "https://issuer.example.com",
@@ -206,7 +207,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		WebhookAllowPrivate: true, WebhookExtraCAFile: "/tmp/ca.pem", WebhookTimeoutSeconds: 5, WebhookRetryScheduleSeconds: "1,2,3",
 		OwnerEmail: "ops@example.com", DashboardURL: "https://app.example.com", MailFrom: "no-reply@example.com",
 		SMTPHost: "smtp.example.com", SMTPPort: 465, SMTPUsername: "mailer", SMTPPassword: "pw", SMTPTLS: "tls",
-		SMTPTimeoutSeconds: 12, GoogleClientID: "cid", GoogleClientSecret: "csecret",
+		SMTPTimeoutSeconds: 12, SMTPCAFile: "/etc/rtcd/smtp-ca.pem", GoogleClientID: "cid", GoogleClientSecret: "csecret",
 		GoogleIssuer: "https://issuer.example.com", GoogleRedirectURL: "https://app.example.com/cb",
 	}
 	if *c != want {
@@ -339,6 +340,7 @@ func TestDashboardSettingsValidate(t *testing.T) {
 		{"--smtp-tls=ssl"},
 		{"--smtp-port=70000"},
 		{"--smtp-timeout-seconds=0"},
+		{"--smtp-ca-file=/etc/rtcd/smtp-ca.pem", "--smtp-tls=none"},
 		{"--google-client-id=abc"},
 		{"--google-client-id=abc", "--google-client-secret=s", "--google-issuer="},
 	} {

@@ -131,3 +131,29 @@ func TestDashboardSignInMailOverSMTP(t *testing.T) {
 		return nil
 	})
 }
+
+// The default SMTP mode end to end: rtcd on its default --smtp-tls
+// (starttls) with a login, against a server that requires both and has a
+// certificate from a private CA that only --smtp-ca-file makes trusted.
+// The sign-in link arrives, sent by the configured user, and signs in.
+func TestDashboardSignInMailOverSTARTTLSWithLogin(t *testing.T) {
+	ca := testtools.NewTestCA(t)
+	const user, password = "rtcd-mailer", "s3cret-pass"
+	mp := testtools.StartMailpitSTARTTLSLogin(t, ca, user, password)
+	e := start(t,
+		"--smtp-host=127.0.0.1", "--smtp-port="+strconv.Itoa(mp.SMTPPort),
+		"--smtp-username="+user, "--smtp-password="+password, "--smtp-ca-file="+ca.CAFile,
+		"--mail-from="+smtpMailFrom, "--dashboard-url="+smtpDashboardURL)
+
+	const carol = "carol@example.com"
+	e.do("POST", "/v1/auth/email/start", "", map[string]any{"email": carol}).must(t, 202)
+	m := mp.Await(t, carol)
+	if len(m.Tags) != 1 || m.Tags[0] != user {
+		t.Fatalf("the message is tagged %v, want it sent by the logged-in %s", m.Tags, user)
+	}
+	token := smtpSignInLink(t, m, carol)
+	v := e.do("POST", "/v1/auth/email/verify", "", map[string]any{"token": token}).must(t, 200)
+	if got := ggUserField(v, "email"); got != carol || !strings.HasPrefix(v.Str("token"), "rtc_us_") {
+		t.Fatalf("verify: %s", v.Raw)
+	}
+}

@@ -22,7 +22,8 @@ type Payments struct {
 }
 
 // providerCallTimeout bounds a call to the payment provider made while a
-// request waits (checkout creation, receipt lookup).
+// request waits (checkout creation, the sandbox's callback; the receipt
+// lookup has payments.ReceiptFetchTimeout).
 const providerCallTimeout = 15 * time.Second
 
 // billingRoutes registers top-up creation, provider callbacks and the
@@ -48,8 +49,11 @@ func (s *Server) billingRoutes(p Payments) {
 	}, sc.BillingWrite))
 
 	// Provider callbacks authenticate by the provider's signature, not by
-	// an API key. Every verified callback is answered 200 (so the provider
-	// stops retrying); a bad signature 400.
+	// an API key. Every verified callback the wallet applied is answered
+	// 200 (so the provider stops retrying); a bad signature 400; one not
+	// applied, or applied without the receipt it should bring, 5xx (so the
+	// provider delivers it again).
+	receipt := payments.ReceiptLookup(p.Provider)
 	const webhook = "/v1/billing/providers/{provider}/webhook"
 	r.POST(webhook, s.wrap(webhook, noAuth, func(rc *reqCtx) {
 		if rc.param("provider") != p.Provider.Name() {
@@ -66,16 +70,11 @@ func (s *Server) billingRoutes(p Payments) {
 		for _, ev := range events {
 			u := actors.PaymentUpdate{
 				Provider:        p.Provider.Name(),
-				ProviderEventID: ev.ProviderEventID, PaymentID: ev.PaymentID, Status: string(ev.Type),
-				Amount: int64(ev.Amount), ReceiptURL: ev.ReceiptURL, At: ev.At,
+				ProviderEventID: ev.ProviderEventID, PaymentID: ev.PaymentID, ProviderRef: ev.ProviderRef,
+				Status: string(ev.Type), Amount: int64(ev.Amount), ReceiptURL: ev.ReceiptURL, At: ev.At,
 			}
-			if f, ok := p.Provider.(payments.ReceiptFetcher); ok && ev.Type == payments.EventSucceeded && u.ReceiptURL == "" {
-				ctx, cancel := context.WithTimeout(context.Background(), providerCallTimeout)
-				u.ReceiptURL, _ = f.FetchReceiptURL(ctx, ev.ProviderRef) // a receipt link is best effort
-				cancel()
-			}
-			if aerr := e.ApplyPayment(u); aerr != nil && aerr.Code != apierr.InvalidRequest {
-				rc.fail(aerr) // not applied: a non-2xx makes the provider retry
+			if aerr := e.ApplyPayment(context.Background(), u, receipt); aerr != nil && aerr.Code != apierr.InvalidRequest {
+				rc.fail(aerr) // a non-2xx makes the provider deliver it again
 				return
 			}
 		}

@@ -127,10 +127,37 @@ type Provider interface {
 }
 
 // ReceiptFetcher is implemented by providers whose success callbacks do not
-// carry the receipt address (Stripe). The wallet may call it, outside the
-// actor, after a succeeded event with an empty ReceiptURL.
+// carry the receipt address (Stripe). Call it through ReceiptLookup.
 type ReceiptFetcher interface {
 	FetchReceiptURL(ctx context.Context, providerRef string) (string, error)
+}
+
+// ReceiptFetchTimeout bounds one receipt lookup, the provider client's own
+// network retries included. The lookup runs while the provider waits for
+// the answer to its callback, so it must stay short; a lookup that fails is
+// not retried here but reported, and the provider's redelivery of the
+// callback is the retry (docs/payments.md, "Receipts").
+const ReceiptFetchTimeout = 10 * time.Second
+
+// ReceiptLookup returns the receipt lookup of p, bounded by
+// ReceiptFetchTimeout, or nil when p's callbacks carry their receipt
+// addresses (p is not a ReceiptFetcher). The lookup takes the checkout's
+// ProviderRef and returns "" without an error when the provider has no
+// receipt for it; any failure wraps ErrReceiptUnavailable.
+func ReceiptLookup(p Provider) func(ctx context.Context, providerRef string) (string, error) {
+	f, ok := p.(ReceiptFetcher)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, providerRef string) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, ReceiptFetchTimeout)
+		defer cancel()
+		url, err := f.FetchReceiptURL(ctx, providerRef)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: %v", ErrReceiptUnavailable, p.Name(), err)
+		}
+		return url, nil
+	}
 }
 
 // Errors of the package; callers test them with errors.Is.
@@ -143,6 +170,9 @@ var (
 	// ErrInvalidRequest: a CheckoutRequest is malformed (bad id, amount,
 	// currency, method or expiry).
 	ErrInvalidRequest = errors.New("payments: invalid checkout request")
+	// ErrReceiptUnavailable: the provider could not be asked for a paid
+	// checkout's receipt address (unreachable, failing, too slow).
+	ErrReceiptUnavailable = errors.New("payments: the receipt address could not be fetched")
 )
 
 // validateRequest checks what every provider needs of a CheckoutRequest.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stripe/stripe-go/v86"
 	"github.com/stripe/stripe-go/v86/webhook"
+	"rtcd/internal/testtools"
 	"rtcd/money"
 )
 
@@ -86,7 +87,7 @@ func newTestStripe(t *testing.T, apiBaseURL string, client *http.Client) *Stripe
 // real stripe-mock process: stripe-mock validates every parameter against
 // Stripe's OpenAPI spec, so a misspelt or misplaced one fails here.
 func TestStripeAgainstStripeMock(t *testing.T) {
-	base := startStripeMock(t)
+	base := testtools.StartStripeMock(t)
 	rt := &recordingTransport{}
 	s := newTestStripe(t, base, &http.Client{Transport: rt, Timeout: 30 * time.Second})
 	ctx := context.Background()

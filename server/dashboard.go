@@ -28,7 +28,7 @@ func newMailer(cfg *config.Config, clk clock.Clock, origin string) (actors.Maile
 	}
 	sender, err := mail.NewSMTPSender(mail.SMTPConfig{
 		Host: cfg.SMTPHost, Port: cfg.SMTPPort, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword,
-		From: cfg.MailFrom, TLS: cfg.SMTPTLS, TimeoutSeconds: cfg.SMTPTimeoutSeconds,
+		From: cfg.MailFrom, TLS: cfg.SMTPTLS, TimeoutSeconds: cfg.SMTPTimeoutSeconds, CAFile: cfg.SMTPCAFile,
 	})
 	if err != nil {
 		return actors.Mailer{}, fmt.Errorf("smtp: %w", err)

@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // mailpit, an SMTP server with an HTTP API to read what it received, is run
@@ -52,6 +54,9 @@ type MailpitMessage struct {
 	To []struct {
 		Address string `json:"Address"`
 	} `json:"To"`
+	// Tags holds the SMTP user who sent it when mailpit runs with
+	// --tags-username (and an auth file).
+	Tags []string `json:"Tags"`
 }
 
 // freePort asks the kernel for a free loopback port. mailpit cannot report
@@ -67,18 +72,21 @@ func freePort(t testing.TB) int {
 }
 
 // StartMailpit runs a private mailpit with its own database; it ends with
-// the test. Without a mailpit binary the test is skipped loudly, except in
-// CI, where it fails (Tool.Require): CI builds mailpit first (.ci/run).
-func StartMailpit(t testing.TB) *MailpitServer {
+// the test. extraArgs are more mailpit flags, e.g. "--smtp-require-starttls"
+// (see `mailpit --help`). Without a mailpit binary the test is skipped
+// loudly, except in CI, where it fails (Tool.Require): CI builds mailpit
+// first (.ci/run).
+func StartMailpit(t testing.TB, extraArgs ...string) *MailpitServer {
 	t.Helper()
 	bin := Mailpit.Require(t)
 	smtpPort, httpPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin,
-		"--smtp", "127.0.0.1:"+strconv.Itoa(smtpPort),
-		"--listen", "127.0.0.1:"+strconv.Itoa(httpPort),
+	args := append([]string{
+		"--smtp", "127.0.0.1:" + strconv.Itoa(smtpPort),
+		"--listen", "127.0.0.1:" + strconv.Itoa(httpPort),
 		"--database", filepath.Join(t.TempDir(), "mailpit.db"),
 		"--disable-version-check",
-		"--quiet")
+		"--quiet"}, extraArgs...)
+	cmd := exec.Command(bin, args...)
 	var output strings.Builder
 	cmd.Stdout = &output
 	cmd.Stderr = &output
@@ -114,6 +122,26 @@ func StartMailpit(t testing.TB) *MailpitServer {
 	}
 }
 
+// StartMailpitSTARTTLSLogin starts a mailpit that behaves like a
+// production relay on rtcd's default SMTP settings: STARTTLS required, with
+// a certificate for 127.0.0.1 issued by ca (a private CA, so the sender
+// must be told to trust it), and a login required as user with password
+// (neither may contain white space: mailpit splits its auth file at it).
+// Each message is tagged with the user who sent it (MailpitMessage.Tags).
+func StartMailpitSTARTTLSLogin(t testing.TB, ca *TestCA, user, password string) *MailpitServer {
+	t.Helper()
+	if strings.ContainsFunc(user+password, unicode.IsSpace) {
+		t.Fatal("mailpit SMTP credentials must not contain white space")
+	}
+	cert, key := ca.Issue(t, "127.0.0.1")
+	authFile := filepath.Join(t.TempDir(), "smtp-users")
+	if err := os.WriteFile(authFile, []byte(user+":"+password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return StartMailpit(t, "--smtp-tls-cert", cert, "--smtp-tls-key", key, "--smtp-require-starttls",
+		"--smtp-auth-file", authFile, "--tags-username")
+}
+
 // Await polls mailpit until a message to addr arrives and returns it;
 // there must be exactly one.
 func (m *MailpitServer) Await(t testing.TB, addr string) MailpitMessage {
@@ -144,6 +172,16 @@ func (m *MailpitServer) Await(t testing.TB, addr string) MailpitMessage {
 		case <-ticker.C:
 		}
 	}
+}
+
+// Total is how many messages mailpit has received.
+func (m *MailpitServer) Total(t testing.TB) int {
+	t.Helper()
+	var list struct {
+		Total int `json:"total"`
+	}
+	getJSON(t, m.APIURL+"/api/v1/messages?limit=1", &list)
+	return list.Total
 }
 
 func getJSON(t testing.TB, u string, v any) {

@@ -1,22 +1,20 @@
-package payments
+package testtools
 
 import (
 	"bufio"
 	"os/exec"
-	"rtcd/internal/testtools"
 	"strings"
 	"testing"
 	"time"
 )
 
-// stripe-mock, a fake Stripe API built from the OpenAPI spec, is a program
-// the tests run, pinned in the tools module (../tools). The tests look for
-// it in this order: $STRIPE_MOCK_BIN, stripe-mock in PATH,
-// $(go env GOPATH)/bin/stripe-mock, then the build cache below; when none
-// exists they build it from the tools module. When that build fails they
-// skip loudly, except in CI, where they fail (testtools.Tool.Require).
+// stripe-mock, a fake Stripe API built from Stripe's OpenAPI spec (it
+// validates every parameter, keeps no state and sends no webhooks), is run
+// by the payments and e2e tests as the real Stripe API.
+
+// Bounds of running stripe-mock in tests.
 const (
-	stripeMockVersion = "v0.203.0"
+	StripeMockVersion = "v0.203.0"
 	// stripeMockStartTimeout bounds stripe-mock loading its spec and
 	// binding its port.
 	stripeMockStartTimeout = 60 * time.Second
@@ -25,17 +23,22 @@ const (
 	stripeMockListening = "Listening for HTTP at address: "
 )
 
-// stripeMock is found or built once per test binary (see package testtools).
-var stripeMock = &testtools.Tool{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: stripeMockVersion,
+// StripeMock is found or built once per test binary: $STRIPE_MOCK_BIN,
+// PATH, $(go env GOPATH)/bin, the user cache, else a build from the tools
+// module.
+var StripeMock = &Tool{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: StripeMockVersion,
 	EnvVar: "STRIPE_MOCK_BIN", ToolsDir: "../tools", LookGOPATH: true}
 
-// startStripeMock runs a private stripe-mock on free loopback ports and
-// returns its HTTP base URL; the process ends with the test. Asking the
-// kernel for the port (":0") and reading the bound address back from
-// stripe-mock's output avoids both a fixed port and a pick-then-bind race.
-func startStripeMock(t *testing.T) string {
+// StartStripeMock runs a private stripe-mock on free loopback ports and
+// returns its HTTP base URL (http://127.0.0.1:port); the process ends with
+// the test. Asking the kernel for the port (":0") and reading the bound
+// address back from stripe-mock's output avoids both a fixed port and a
+// pick-then-bind race. Without a stripe-mock binary the test is skipped
+// loudly, except in CI, where it fails (Tool.Require): CI builds it first
+// (.ci/run).
+func StartStripeMock(t testing.TB) string {
 	t.Helper()
-	bin := stripeMock.Require(t)
+	bin := StripeMock.Require(t)
 	// HTTPS is on by default on :12112 unless given an address of its own;
 	// a free loopback port keeps parallel runs from colliding.
 	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
