@@ -9,6 +9,10 @@ import (
 // "The web dashboard"). It is a client of the public API like any other:
 // these routes serve its files and nothing else.
 
+// TopupReturnPath is the dashboard's page of one top-up (followed by its
+// payment id): where a payer comes back to from the provider's checkout.
+const TopupReturnPath = "/billing/topups/"
+
 // dashboardPagePaths are the addresses the dashboard draws; each answers
 // with the same page, whose script draws what the address names. Anything
 // else outside /v1 is a 404 as before.
@@ -20,7 +24,7 @@ var dashboardPagePaths = []string{
 	"/account",
 	"/p/{project_id}/{page:*}",
 	"/a/{account_id}/{page:*}",
-	"/billing/topups/{payment_id}",
+	TopupReturnPath + "{payment_id}",
 }
 
 // dashboardCSP allows the page's own script, style and API calls and
