@@ -314,16 +314,21 @@ export function Id({ value }: { value: string }) {
   );
 }
 
+/**
+ * A table in a box that scrolls sideways on narrow screens; the box takes
+ * the keyboard focus so that it can be scrolled without a pointer. An empty
+ * head is the column of row actions, named for screen readers.
+ */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" tabIndex={0} role="group" aria-label={props.caption}>
       <table>
         <caption class={props.captionHidden === false ? "" : "visually-hidden"}>{props.caption}</caption>
         <thead>
           <tr>
             {props.head.map((h) => (
               <th scope="col" key={h}>
-                {h}
+                {h || <span class="visually-hidden">Actions</span>}
               </th>
             ))}
           </tr>
