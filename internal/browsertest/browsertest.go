@@ -462,6 +462,31 @@ func (p *Page) Buttons() []string {
 	return out
 }
 
+// Actions lists, in document order, the data-action names of the visible
+// elements of the page and of the options of its visible selects: the
+// actions the page offers, as it names them (the dashboard marks each
+// control that asks the server to change something with data-action; see
+// web/dashboard/src/ui.tsx).
+func (p *Page) Actions() []string {
+	p.t.Helper()
+	var out []string
+	p.Eval("(() => {"+helpersJS+`return [...document.querySelectorAll("[data-action]")]
+		.filter((el) => el.tagName === "OPTION" ? visible(el.closest("select")) : visible(el))
+		.map((el) => el.getAttribute("data-action"));})()`, &out)
+	return out
+}
+
+// UnnamedButtons lists the words of the visible buttons that carry no
+// data-action (Cancel, Refresh, Menu, …), so a test can tell that every
+// other button is a named action.
+func (p *Page) UnnamedButtons() []string {
+	p.t.Helper()
+	var out []string
+	p.Eval("(() => {"+helpersJS+`return [...document.querySelectorAll("button, [role=button]")]
+		.filter((b) => visible(b) && !b.hasAttribute("data-action")).map((b) => norm(b.innerText));})()`, &out)
+	return out
+}
+
 // WaitText waits until the page's visible text holds text.
 func (p *Page) WaitText(text string) {
 	p.t.Helper()

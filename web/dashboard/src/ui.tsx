@@ -1,6 +1,12 @@
 // Shared pieces of every page: data loading, errors in words with their
 // request id, empty and loading states, labelled fields, copy buttons,
 // secrets shown once, two-step confirmations, badges and times.
+//
+// Every control that asks the server to change something (or, in the
+// navigation, to read what only some roles may) carries data-action="<name>":
+// the browser tests (e2e/dashboard_browser_roles_test.go) read these names to
+// check that each role is offered exactly the actions the server allows it.
+// An <option> that changes something carries its own data-action.
 
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
@@ -211,10 +217,11 @@ export function SecretOnce(props: { title: string; label: string; value: string;
 
 /**
  * A destructive action in two steps, in the page (no browser dialog): the
- * first press asks, the second does it.
+ * first press asks, the second does it. action is its data-action name.
  */
 export function ConfirmButton(props: {
   label: string;
+  action?: string;
   confirm: string;
   onConfirm: () => void | Promise<void>;
   busy?: boolean;
@@ -225,7 +232,7 @@ export function ConfirmButton(props: {
   const cls = `btn${props.danger ? " btn-danger" : ""}${props.small ? " btn-small" : ""}`;
   if (!asking) {
     return (
-      <button type="button" class={cls} onClick={() => setAsking(true)} disabled={props.busy}>
+      <button type="button" class={cls} onClick={() => setAsking(true)} disabled={props.busy} data-action={props.action}>
         {props.label}
       </button>
     );

@@ -49,7 +49,7 @@ function TopupForm({ scope }: { scope: ProjectScope }) {
         <Field label="Amount" hint={`${topupMin}.00 to ${topupMax}.00. You pay on the payment provider's page.`}>
           {(id, hint) => <input id={id} inputMode="decimal" value={amount} aria-describedby={hint} onInput={(e) => setAmount(e.currentTarget.value)} />}
         </Field>
-        <button type="submit" class="btn btn-primary" disabled={start.busy}>
+        <button type="submit" class="btn btn-primary" data-action="top-up" disabled={start.busy}>
           {start.busy ? "Starting…" : "Continue to payment"}
         </button>
       </div>
