@@ -539,7 +539,8 @@ func (p *Page) Storage() map[string]string {
 // Visit records the page as a person sees it: a full-page screenshot at
 // PhoneWidth and at DesktopWidth (files NN-name-375.png, NN-name-1280.png),
 // and axe-core's accessibility check at each width, failing the test on any
-// violation.
+// violation or when the page is wider than the window (it scrolls
+// sideways).
 func (p *Page) Visit(name string) {
 	p.t.Helper()
 	p.b.mu.Lock()
@@ -561,6 +562,48 @@ func (p *Page) Visit(name string) {
 			p.t.Fatalf("writing %s: %v", file, err)
 		}
 		p.axe(fmt.Sprintf("%s at %d px", name, w))
+		p.overflow(fmt.Sprintf("%s at %d px", name, w))
+	}
+}
+
+// overflowJS finds whether the page is wider than the window (it scrolls
+// sideways), and then the elements that stick out, outside any box that
+// scrolls or clips them.
+const overflowJS = `(() => {
+  const w = document.documentElement.clientWidth;
+  const sw = document.documentElement.scrollWidth;
+  if (sw <= w) return null;
+  // Clipped by a box that scrolls or clips, between the element's
+  // containing block and the page (an absolutely positioned element
+  // escapes the boxes below its positioned ancestor).
+  const inBox = (el) => {
+    const pos = getComputedStyle(el).position;
+    if (pos === "fixed") return false;
+    for (let a = pos === "absolute" ? el.offsetParent : el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") return true;
+    }
+    return false;
+  };
+  const out = [...document.body.querySelectorAll("*")]
+    .filter((el) => el.getBoundingClientRect().right > w + 0.5 && !inBox(el))
+    .slice(0, 5)
+    .map((el) => el.tagName.toLowerCase() + (typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\s+/).join(".") : "") +
+      " (right edge at " + Math.round(el.getBoundingClientRect().right) + " px)");
+  return {width: sw, culprits: out};
+})()`
+
+// overflow fails the test when the page is wider than the window: a page
+// that scrolls sideways is broken on a phone.
+func (p *Page) overflow(what string) {
+	p.t.Helper()
+	var res *struct {
+		Width    int      `json:"width"`
+		Culprits []string `json:"culprits"`
+	}
+	p.Eval(overflowJS, &res)
+	if res != nil {
+		p.t.Errorf("%s: %s: the page is %d px wide, wider than the window: it scrolls sideways (sticking out: %s)",
+			p.name, what, res.Width, strings.Join(res.Culprits, "; "))
 	}
 }
 
