@@ -8,7 +8,7 @@
 // check that each role is offered exactly the actions the server allows it.
 // An <option> that changes something carries its own data-action.
 
-import type { ComponentChildren } from "preact";
+import { cloneElement, isValidElement, toChildArray, type ComponentChildren, type VNode } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { describe } from "./errors";
 
@@ -322,9 +322,26 @@ export function Id({ value }: { value: string }) {
 }
 
 /**
- * A table in a box that scrolls sideways on narrow screens; the box takes
- * the keyboard focus so that it can be scrolled without a pointer. An empty
- * head is the column of row actions, named for screen readers.
+ * Gives every cell of every row its column's name (data-label): on a phone
+ * the table is drawn as a list, each cell under its column's name (app.css).
+ */
+function labelCells(rows: ComponentChildren, head: string[]): ComponentChildren {
+  return toChildArray(rows).map((row) => {
+    if (!isValidElement(row)) return row;
+    const tr = row as VNode<{ children?: ComponentChildren }>;
+    let i = 0;
+    const cells = toChildArray(tr.props.children).map((cell) =>
+      isValidElement(cell) ? cloneElement(cell as VNode<Record<string, unknown>>, { "data-label": head[i++] ?? "" }) : cell,
+    );
+    return cloneElement(tr, {}, cells);
+  });
+}
+
+/**
+ * A table in a box that scrolls sideways if it must; the box takes the
+ * keyboard focus so that it can be scrolled without a pointer. On a phone
+ * each row is drawn as a block of labelled cells. An empty head is the
+ * column of row actions, named for screen readers.
  */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
   return (
@@ -340,7 +357,7 @@ export function Table(props: { caption: string; head: string[]; children: Compon
             ))}
           </tr>
         </thead>
-        <tbody>{props.children}</tbody>
+        <tbody>{labelCells(props.children, props.head)}</tbody>
       </table>
     </div>
   );
