@@ -165,7 +165,7 @@ func TestDashboardBrowserWorkspace(t *testing.T) {
 		e.do("POST", "/v1/accounts", session, map[string]any{"name": fmt.Sprintf("Workspace %d", i)}).must(t, 201)
 	}
 	p.Go(e.Base + "/account")
-	p.WaitText("You own 10 of at most 10 workspaces.")
+	p.WaitText("You own 10 of at most 10 workspaces, the most a person may own.")
 	var disabled bool
 	p.Eval(`document.querySelector("[data-action=create-workspace]").disabled`, &disabled)
 	if !disabled {

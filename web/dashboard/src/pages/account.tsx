@@ -60,7 +60,7 @@ export function AccountPage() {
       </form>
       <Section title="Your workspaces">
         <Table caption="Your workspaces" head={["Workspace", "Your role", "Projects"]}>
-          {me.accounts.map((a) => {
+          {[...me.accounts].sort((a, b) => a.name.localeCompare(b.name)).map((a) => {
             const p = firstActiveProject(a);
             return (
               <tr key={a.id}>
@@ -82,7 +82,14 @@ export function AccountPage() {
             void createWorkspace.run();
           }}
         >
-          <Field label="New workspace name (optional)" hint={`You own ${owned} of at most ${maxOwnedWorkspaces} workspaces. A new one starts with a project and an empty wallet.`}>
+          <Field
+            label="New workspace name (optional)"
+            hint={
+              owned >= maxOwnedWorkspaces
+                ? `You own ${owned} of at most ${maxOwnedWorkspaces} workspaces, the most a person may own.`
+                : `You own ${owned} of at most ${maxOwnedWorkspaces} workspaces. A new one starts with a project and an empty wallet.`
+            }
+          >
             {(id, hint) => <input id={id} maxLength={128} value={workspaceName} aria-describedby={hint} onInput={(e) => setWorkspaceName(e.currentTarget.value)} />}
           </Field>
           <button type="submit" class="btn" data-action="create-workspace" disabled={createWorkspace.busy || owned >= maxOwnedWorkspaces}>
