@@ -462,6 +462,31 @@ func (p *Page) Buttons() []string {
 	return out
 }
 
+// Actions lists, in document order, the data-action names of the visible
+// elements of the page and of the options of its visible selects: the
+// actions the page offers, as it names them (the dashboard marks each
+// control that asks the server to change something with data-action; see
+// web/dashboard/src/ui.tsx).
+func (p *Page) Actions() []string {
+	p.t.Helper()
+	var out []string
+	p.Eval("(() => {"+helpersJS+`return [...document.querySelectorAll("[data-action]")]
+		.filter((el) => el.tagName === "OPTION" ? visible(el.closest("select")) : visible(el))
+		.map((el) => el.getAttribute("data-action"));})()`, &out)
+	return out
+}
+
+// UnnamedButtons lists the words of the visible buttons that carry no
+// data-action (Cancel, Refresh, Menu, …), so a test can tell that every
+// other button is a named action.
+func (p *Page) UnnamedButtons() []string {
+	p.t.Helper()
+	var out []string
+	p.Eval("(() => {"+helpersJS+`return [...document.querySelectorAll("button, [role=button]")]
+		.filter((b) => visible(b) && !b.hasAttribute("data-action")).map((b) => norm(b.innerText));})()`, &out)
+	return out
+}
+
 // WaitText waits until the page's visible text holds text.
 func (p *Page) WaitText(text string) {
 	p.t.Helper()
@@ -514,7 +539,8 @@ func (p *Page) Storage() map[string]string {
 // Visit records the page as a person sees it: a full-page screenshot at
 // PhoneWidth and at DesktopWidth (files NN-name-375.png, NN-name-1280.png),
 // and axe-core's accessibility check at each width, failing the test on any
-// violation.
+// violation or when the page is wider than the window (it scrolls
+// sideways).
 func (p *Page) Visit(name string) {
 	p.t.Helper()
 	p.b.mu.Lock()
@@ -536,6 +562,48 @@ func (p *Page) Visit(name string) {
 			p.t.Fatalf("writing %s: %v", file, err)
 		}
 		p.axe(fmt.Sprintf("%s at %d px", name, w))
+		p.overflow(fmt.Sprintf("%s at %d px", name, w))
+	}
+}
+
+// overflowJS finds whether the page is wider than the window (it scrolls
+// sideways), and then the elements that stick out, outside any box that
+// scrolls or clips them.
+const overflowJS = `(() => {
+  const w = document.documentElement.clientWidth;
+  const sw = document.documentElement.scrollWidth;
+  if (sw <= w) return null;
+  // Clipped by a box that scrolls or clips, between the element's
+  // containing block and the page (an absolutely positioned element
+  // escapes the boxes below its positioned ancestor).
+  const inBox = (el) => {
+    const pos = getComputedStyle(el).position;
+    if (pos === "fixed") return false;
+    for (let a = pos === "absolute" ? el.offsetParent : el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") return true;
+    }
+    return false;
+  };
+  const out = [...document.body.querySelectorAll("*")]
+    .filter((el) => el.getBoundingClientRect().right > w + 0.5 && !inBox(el))
+    .slice(0, 5)
+    .map((el) => el.tagName.toLowerCase() + (typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\s+/).join(".") : "") +
+      " (right edge at " + Math.round(el.getBoundingClientRect().right) + " px)");
+  return {width: sw, culprits: out};
+})()`
+
+// overflow fails the test when the page is wider than the window: a page
+// that scrolls sideways is broken on a phone.
+func (p *Page) overflow(what string) {
+	p.t.Helper()
+	var res *struct {
+		Width    int      `json:"width"`
+		Culprits []string `json:"culprits"`
+	}
+	p.Eval(overflowJS, &res)
+	if res != nil {
+		p.t.Errorf("%s: %s: the page is %d px wide, wider than the window: it scrolls sideways (sticking out: %s)",
+			p.name, what, res.Width, strings.Join(res.Culprits, "; "))
 	}
 }
 

@@ -90,9 +90,11 @@ function SignedIn({ me, path }: { me: Me; path: string }) {
   const topup = match("/billing/topups/:payment", path);
   if (topup) return <TopupReturnPage paymentId={topup["payment"] ?? ""} />;
   if (path === "/account") {
-    const first = me.accounts[0];
-    return first ? (
-      <Shell account={first}>
+    // The frame of the workspace in use (the last project's), else the first.
+    const last = lastProject();
+    const current = (last && findProject(me, last)?.account) || me.accounts[0];
+    return current ? (
+      <Shell account={current}>
         <AccountPage />
       </Shell>
     ) : (

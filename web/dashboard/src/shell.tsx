@@ -15,6 +15,8 @@ import type { Account, Project } from "./types";
 interface NavItem {
   href: string;
   label: string;
+  /** data-action of a link only some roles are offered. */
+  action?: string;
 }
 
 function projectNav(p: Project): NavItem[] {
@@ -33,7 +35,7 @@ function workspaceNav(a: Account, billingProject: Project | undefined): NavItem[
   if (billingProject) items.push({ href: projectPath(billingProject.id, "billing"), label: "Billing" });
   items.push({ href: accountPath(a.id, "team"), label: "Team" });
   items.push({ href: accountPath(a.id, "projects"), label: "Projects" });
-  if (can.readWorkspaceAudit(a.role)) items.push({ href: accountPath(a.id, "audit-logs"), label: "Workspace audit log" });
+  if (can.readWorkspaceAudit(a.role)) items.push({ href: accountPath(a.id, "audit-logs"), label: "Workspace audit log", action: "read-workspace-audit-log" });
   items.push({ href: accountPath(a.id, "settings"), label: "Settings" });
   return items;
 }
@@ -58,7 +60,7 @@ export function Shell(props: { account: Account; project?: Project; children: Co
     const current = loc.path === item.href || loc.path.startsWith(item.href + "/");
     return (
       <li key={item.href}>
-        <Link href={item.href} aria-current={current ? "page" : undefined} onClick={() => setMenuOpen(false)}>
+        <Link href={item.href} aria-current={current ? "page" : undefined} data-action={item.action} onClick={() => setMenuOpen(false)}>
           {item.label}
         </Link>
       </li>
@@ -116,7 +118,7 @@ export function Shell(props: { account: Account; project?: Project; children: Co
           <Link href="/account" class="user-link">
             {me.user.name || me.user.email}
           </Link>
-          <button type="button" class="btn btn-small" onClick={() => void signOut(false)}>
+          <button type="button" class="btn btn-small" data-action="sign-out" onClick={() => void signOut(false)}>
             Sign out
           </button>
         </div>

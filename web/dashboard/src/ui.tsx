@@ -1,8 +1,14 @@
 // Shared pieces of every page: data loading, errors in words with their
 // request id, empty and loading states, labelled fields, copy buttons,
 // secrets shown once, two-step confirmations, badges and times.
+//
+// Every control that asks the server to change something (or, in the
+// navigation, to read what only some roles may) carries data-action="<name>":
+// the browser tests (e2e/dashboard_browser_roles_test.go) read these names to
+// check that each role is offered exactly the actions the server allows it.
+// An <option> that changes something carries its own data-action.
 
-import type { ComponentChildren } from "preact";
+import { cloneElement, isValidElement, toChildArray, type ComponentChildren, type VNode } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { describe } from "./errors";
 
@@ -211,10 +217,11 @@ export function SecretOnce(props: { title: string; label: string; value: string;
 
 /**
  * A destructive action in two steps, in the page (no browser dialog): the
- * first press asks, the second does it.
+ * first press asks, the second does it. action is its data-action name.
  */
 export function ConfirmButton(props: {
   label: string;
+  action?: string;
   confirm: string;
   onConfirm: () => void | Promise<void>;
   busy?: boolean;
@@ -225,7 +232,7 @@ export function ConfirmButton(props: {
   const cls = `btn${props.danger ? " btn-danger" : ""}${props.small ? " btn-small" : ""}`;
   if (!asking) {
     return (
-      <button type="button" class={cls} onClick={() => setAsking(true)} disabled={props.busy}>
+      <button type="button" class={cls} onClick={() => setAsking(true)} disabled={props.busy} data-action={props.action}>
         {props.label}
       </button>
     );
@@ -314,21 +321,43 @@ export function Id({ value }: { value: string }) {
   );
 }
 
+/**
+ * Gives every cell of every row its column's name (data-label): on a phone
+ * the table is drawn as a list, each cell under its column's name (app.css).
+ */
+function labelCells(rows: ComponentChildren, head: string[]): ComponentChildren {
+  return toChildArray(rows).map((row) => {
+    if (!isValidElement(row)) return row;
+    const tr = row as VNode<{ children?: ComponentChildren }>;
+    let i = 0;
+    const cells = toChildArray(tr.props.children).map((cell) =>
+      isValidElement(cell) ? cloneElement(cell as VNode<Record<string, unknown>>, { "data-label": head[i++] ?? "" }) : cell,
+    );
+    return cloneElement(tr, {}, cells);
+  });
+}
+
+/**
+ * A table in a box that scrolls sideways if it must; the box takes the
+ * keyboard focus so that it can be scrolled without a pointer. On a phone
+ * each row is drawn as a block of labelled cells. An empty head is the
+ * column of row actions, named for screen readers.
+ */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" tabIndex={0} role="group" aria-label={props.caption}>
       <table>
         <caption class={props.captionHidden === false ? "" : "visually-hidden"}>{props.caption}</caption>
         <thead>
           <tr>
             {props.head.map((h) => (
               <th scope="col" key={h}>
-                {h}
+                {h || <span class="visually-hidden">Actions</span>}
               </th>
             ))}
           </tr>
         </thead>
-        <tbody>{props.children}</tbody>
+        <tbody>{labelCells(props.children, props.head)}</tbody>
       </table>
     </div>
   );

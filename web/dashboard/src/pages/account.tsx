@@ -48,7 +48,7 @@ export function AccountPage() {
         <Field label="Display name" hint="Shown to your team.">
           {(id, hint) => <input id={id} required maxLength={128} value={name} aria-describedby={hint} onInput={(e) => setName(e.currentTarget.value)} />}
         </Field>
-        <button type="submit" class="btn btn-primary" disabled={rename.busy}>
+        <button type="submit" class="btn btn-primary" data-action="save-display-name" disabled={rename.busy}>
           Save
         </button>
         {saved && (
@@ -60,7 +60,7 @@ export function AccountPage() {
       </form>
       <Section title="Your workspaces">
         <Table caption="Your workspaces" head={["Workspace", "Your role", "Projects"]}>
-          {me.accounts.map((a) => {
+          {[...me.accounts].sort((a, b) => a.name.localeCompare(b.name)).map((a) => {
             const p = firstActiveProject(a);
             return (
               <tr key={a.id}>
@@ -82,10 +82,17 @@ export function AccountPage() {
             void createWorkspace.run();
           }}
         >
-          <Field label="New workspace name (optional)" hint={`You own ${owned} of at most ${maxOwnedWorkspaces} workspaces. A new one starts with a project and an empty wallet.`}>
+          <Field
+            label="New workspace name (optional)"
+            hint={
+              owned >= maxOwnedWorkspaces
+                ? `You own ${owned} of at most ${maxOwnedWorkspaces} workspaces, the most a person may own.`
+                : `You own ${owned} of at most ${maxOwnedWorkspaces} workspaces. A new one starts with a project and an empty wallet.`
+            }
+          >
             {(id, hint) => <input id={id} maxLength={128} value={workspaceName} aria-describedby={hint} onInput={(e) => setWorkspaceName(e.currentTarget.value)} />}
           </Field>
-          <button type="submit" class="btn" disabled={createWorkspace.busy || owned >= maxOwnedWorkspaces}>
+          <button type="submit" class="btn" data-action="create-workspace" disabled={createWorkspace.busy || owned >= maxOwnedWorkspaces}>
             Create workspace
           </button>
           <ErrorNote error={createWorkspace.error} />
@@ -94,10 +101,10 @@ export function AccountPage() {
       <Section title="Sessions">
         <p>Signing out everywhere ends every session of yours, on every device, this one included.</p>
         <div class="row">
-          <button type="button" class="btn" onClick={() => void signOut(false)}>
+          <button type="button" class="btn" data-action="sign-out" onClick={() => void signOut(false)}>
             Sign out
           </button>
-          <button type="button" class="btn btn-danger" disabled={everywhere.busy} onClick={() => void everywhere.run()}>
+          <button type="button" class="btn btn-danger" data-action="sign-out-everywhere" disabled={everywhere.busy} onClick={() => void everywhere.run()}>
             Sign out everywhere
           </button>
         </div>

@@ -70,7 +70,7 @@ function CreateKey({ scope, onCreated, onCancel }: { scope: ProjectScope; onCrea
         </div>
       </fieldset>
       <div class="row">
-        <button type="submit" class="btn btn-primary" disabled={create.busy}>
+        <button type="submit" class="btn btn-primary" data-action="create-api-key" disabled={create.busy}>
           {create.busy ? "Creating…" : "Create key"}
         </button>
         <button type="button" class="btn" onClick={onCancel}>
@@ -99,7 +99,7 @@ export function ApiKeysPage({ scope }: { scope: ProjectScope }) {
         actions={
           manage &&
           !creating && (
-            <button type="button" class="btn btn-primary" onClick={() => setCreating(true)}>
+            <button type="button" class="btn btn-primary" data-action="create-api-key" onClick={() => setCreating(true)}>
               Create API key
             </button>
           )
@@ -144,6 +144,7 @@ export function ApiKeysPage({ scope }: { scope: ProjectScope }) {
                         <ConfirmButton
                           small
                           danger
+                          action="revoke-api-key"
                           label="Revoke"
                           confirm={`Revoke ${k.name ?? k.id}? Requests with it fail at once.`}
                           busy={revoke.busy}

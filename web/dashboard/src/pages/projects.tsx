@@ -31,7 +31,7 @@ function Rename({ scope, project, onDone }: { scope: WorkspaceScope; project: Pr
       <Field label={`New name for ${project.name}`}>
         {(id) => <input id={id} required maxLength={128} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
       </Field>
-      <button type="submit" class="btn btn-small btn-primary" disabled={save.busy}>
+      <button type="submit" class="btn btn-small btn-primary" data-action="rename-project" disabled={save.busy}>
         Save
       </button>
       <button type="button" class="btn btn-small" onClick={onDone}>
@@ -72,7 +72,7 @@ export function ProjectsPage({ scope }: { scope: WorkspaceScope }) {
           <Field label="New project name">
             {(id) => <input id={id} required maxLength={128} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
           </Field>
-          <button type="submit" class="btn btn-primary" disabled={create.busy}>
+          <button type="submit" class="btn btn-primary" data-action="create-project" disabled={create.busy}>
             {create.busy ? "Creating…" : "Create project"}
           </button>
           <ErrorNote error={create.error} />
@@ -107,7 +107,7 @@ export function ProjectsPage({ scope }: { scope: WorkspaceScope }) {
               {p.status === "active" && renaming !== p.id && (
                 <>
                   {can.renameProject(scope.role) && (
-                    <button type="button" class="btn btn-small" onClick={() => setRenaming(p.id)}>
+                    <button type="button" class="btn btn-small" data-action="rename-project" onClick={() => setRenaming(p.id)}>
                       Rename
                     </button>
                   )}
@@ -115,6 +115,7 @@ export function ProjectsPage({ scope }: { scope: WorkspaceScope }) {
                     <ConfirmButton
                       small
                       danger
+                      action="archive-project"
                       label="Archive"
                       confirm={`Archive ${p.name}? Its keys are revoked and its webhooks disabled; this cannot be undone.`}
                       busy={archive.busy}

@@ -111,7 +111,7 @@ function AddParticipant({ scope, room, onAdded }: { scope: ProjectScope; room: R
         </Field>
       </div>
       <div class="row">
-        <button type="submit" class="btn btn-primary" disabled={add.busy}>
+        <button type="submit" class="btn btn-primary" data-action="add-participant" disabled={add.busy}>
           {add.busy ? "Adding…" : "Add participant"}
         </button>
       </div>
@@ -159,7 +159,7 @@ function Participants({ scope, room, list }: { scope: ProjectScope; room: Room; 
                   </td>
                   <td class="actions">
                     {mayRemove && !["left", "removed", "ended"].includes(p.status) && (
-                      <ConfirmButton small danger label="Remove" confirm={`Remove ${p.name ?? p.id}?`} busy={remove.busy} onConfirm={() => remove.run(p)} />
+                      <ConfirmButton small danger action="remove-participant" label="Remove" confirm={`Remove ${p.name ?? p.id}?`} busy={remove.busy} onConfirm={() => remove.run(p)} />
                     )}
                   </td>
                 </tr>
@@ -201,7 +201,7 @@ export function RoomPage({ scope, roomId }: { scope: ProjectScope; roomId: strin
           r &&
           can.manageRooms(scope.role) &&
           (r.status === "waiting" || r.status === "active") && (
-            <ConfirmButton danger label="Delete room" confirm="Delete this room? Everyone in it is disconnected." busy={del.busy} onConfirm={() => del.run()} />
+            <ConfirmButton danger action="delete-room" label="Delete room" confirm="Delete this room? Everyone in it is disconnected." busy={del.busy} onConfirm={() => del.run()} />
           )
         }
       />

@@ -93,7 +93,7 @@ function CreateRoom({ scope, onCancel }: { scope: ProjectScope; onCancel: () => 
         </Field>
       </div>
       <div class="row">
-        <button type="submit" class="btn btn-primary" disabled={create.busy}>
+        <button type="submit" class="btn btn-primary" data-action="create-room" disabled={create.busy}>
           {create.busy ? "Creating…" : "Create room"}
         </button>
         <button type="button" class="btn" onClick={onCancel}>
@@ -120,7 +120,7 @@ export function RoomsPage({ scope }: { scope: ProjectScope }) {
         actions={
           can.manageRooms(scope.role) &&
           !creating && (
-            <button type="button" class="btn btn-primary" onClick={() => setCreating(true)}>
+            <button type="button" class="btn btn-primary" data-action="create-room" onClick={() => setCreating(true)}>
               Create room
             </button>
           )

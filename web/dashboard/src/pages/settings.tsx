@@ -44,7 +44,7 @@ export function SettingsPage({ scope }: { scope: WorkspaceScope }) {
           <Field label="Workspace name">
             {(id) => <input id={id} required maxLength={128} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
           </Field>
-          <button type="submit" class="btn btn-primary" disabled={save.busy}>
+          <button type="submit" class="btn btn-primary" data-action="rename-workspace" disabled={save.busy}>
             Save
           </button>
           {saved && (

@@ -36,57 +36,68 @@ function Members({ scope }: { scope: WorkspaceScope }) {
       <p class="hint">A workspace always keeps at least one owner. Owners and admins manage the team; only owners grant or take the owner role.</p>
       <ErrorNote error={change.error ?? remove.error} />
       <Loaded state={members}>
-        {(page) => (
-          <>
-            <Table caption="Members" head={["Person", "Role", "Joined", ""]}>
-              {page.data.map((m) => {
-                const self = m.user_id === me.user.id;
-                const choices = roles.filter((r) => r === m.role || can.changeRole(mine, m.role, r));
-                return (
-                  <tr key={m.user_id}>
-                    <td>
-                      {m.name || m.email}
-                      {self && <span class="sub"> (you)</span>}
-                      {m.name && <div class="sub">{m.email}</div>}
-                    </td>
-                    <td>
-                      {choices.length > 1 ? (
-                        <label class="inline-select">
-                          <span class="visually-hidden">Role of {m.name || m.email}</span>
-                          <select value={m.role} disabled={change.busy} onChange={(e) => void change.run(m, e.currentTarget.value as Role)}>
-                            {choices.map((r) => (
-                              <option value={r} key={r}>
-                                {roleLabel[r]}
-                              </option>
-                            ))}
-                          </select>
-                        </label>
-                      ) : (
-                        roleLabel[m.role]
-                      )}
-                    </td>
-                    <td>
-                      <Time iso={m.joined_at} />
-                    </td>
-                    <td class="actions">
-                      {can.removeMember(mine, m.role, self) && (
-                        <ConfirmButton
-                          small
-                          danger
-                          label={self ? "Leave" : "Remove"}
-                          confirm={self ? "Leave this workspace?" : `Remove ${m.name || m.email} from the workspace?`}
-                          busy={remove.busy}
-                          onConfirm={() => remove.run(m)}
-                        />
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </Table>
-            <MoreNote hasMore={page.page.has_more} shown={page.data.length} />
-          </>
-        )}
+        {(page) => {
+          // The only owner can neither leave nor give up the role (the
+          // server refuses with last_owner): offer neither. Known only when
+          // the page holds every member.
+          const owners = page.data.filter((m) => m.role === "owner").length;
+          const onlyOwner = (m: Member) => m.role === "owner" && owners === 1 && !page.page.has_more;
+          return (
+            <>
+              <Table caption="Members" head={["Person", "Role", "Joined", ""]}>
+                {page.data.map((m) => {
+                  const self = m.user_id === me.user.id;
+                  // data-action names the target: "self" or its role.
+                  const target = self ? "self" : m.role;
+                  const choices = onlyOwner(m) ? [m.role] : roles.filter((r) => r === m.role || can.changeRole(mine, m.role, r));
+                  return (
+                    <tr key={m.user_id}>
+                      <td>
+                        {m.name || m.email}
+                        {self && <span class="sub"> (you)</span>}
+                        {m.name && <div class="sub">{m.email}</div>}
+                      </td>
+                      <td>
+                        {choices.length > 1 ? (
+                          <label class="inline-select">
+                            <span class="visually-hidden">Role of {m.name || m.email}</span>
+                            <select value={m.role} disabled={change.busy} onChange={(e) => void change.run(m, e.currentTarget.value as Role)}>
+                              {choices.map((r) => (
+                                <option value={r} key={r} data-action={r === m.role ? undefined : `change-role ${target} to ${r}`}>
+                                  {roleLabel[r]}
+                                </option>
+                              ))}
+                            </select>
+                          </label>
+                        ) : (
+                          roleLabel[m.role]
+                        )}
+                      </td>
+                      <td>
+                        <Time iso={m.joined_at} />
+                      </td>
+                      <td class="actions">
+                        {!onlyOwner(m) && can.removeMember(mine, m.role, self) && (
+                          <ConfirmButton
+                            small
+                            danger
+                            action={self ? "leave" : `remove ${m.role}`}
+                            label={self ? "Leave" : "Remove"}
+                            confirm={self ? "Leave this workspace?" : `Remove ${m.name || m.email} from the workspace?`}
+                            busy={remove.busy}
+                            onConfirm={() => remove.run(m)}
+                          />
+                        )}
+                        {onlyOwner(m) && <span class="sub">The only owner</span>}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </Table>
+              <MoreNote hasMore={page.page.has_more} shown={page.data.length} />
+            </>
+          );
+        }}
       </Loaded>
     </Section>
   );
@@ -132,7 +143,7 @@ function Invitations({ scope }: { scope: WorkspaceScope }) {
               </select>
             )}
           </Field>
-          <button type="submit" class="btn btn-primary" disabled={send.busy}>
+          <button type="submit" class="btn btn-primary" data-action="invite" disabled={send.busy}>
             {send.busy ? "Sending…" : "Send invitation"}
           </button>
         </div>
@@ -167,7 +178,7 @@ function Invitations({ scope }: { scope: WorkspaceScope }) {
                     </td>
                     <td class="actions">
                       {inv.status === "pending" && (
-                        <ConfirmButton small danger label="Revoke" confirm={`Revoke the invitation to ${inv.email}?`} busy={revoke.busy} onConfirm={() => revoke.run(inv)} />
+                        <ConfirmButton small danger action="revoke-invitation" label="Revoke" confirm={`Revoke the invitation to ${inv.email}?`} busy={revoke.busy} onConfirm={() => revoke.run(inv)} />
                       )}
                     </td>
                   </tr>

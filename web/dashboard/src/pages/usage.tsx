@@ -2,7 +2,7 @@
 // chart of participant-minutes per day (with the same numbers in a table
 // for screen readers and exact reading).
 
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api";
 import type { ProjectScope } from "../state";
 import type { UsageDaily, UsageDay, UsageSummary } from "../types";
@@ -23,8 +23,30 @@ function daysBefore(n: number): string {
 
 const minutes = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
 
+/** The chart's narrowest drawing, in CSS pixels. */
+const minChartWidth = 240;
+
+/**
+ * The width the chart is drawn at: the box's own, in CSS pixels, so that
+ * its text keeps its size on a phone instead of being scaled down with it.
+ */
+function useBoxWidth(initial: number) {
+  const ref = useRef<SVGSVGElement>(null);
+  const [width, setWidth] = useState(initial);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const measure = () => setWidth(Math.max(minChartWidth, Math.floor(el.getBoundingClientRect().width)));
+    measure();
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+  return { ref, width };
+}
+
 function Chart({ days }: { days: UsageDay[] }) {
-  const width = 720;
+  const { ref, width } = useBoxWidth(720);
   const height = 220;
   const padLeft = 48;
   const padBottom = 28;
@@ -35,12 +57,15 @@ function Chart({ days }: { days: UsageDay[] }) {
   const slot = plotW / Math.max(days.length, 1);
   const barW = Math.max(Math.min(slot * 0.7, 28), 1);
   const ticks = [0, top / 2, top];
-  const labelEvery = Math.ceil(days.length / 8);
+  // A date label needs about 44 px.
+  const labelEvery = Math.ceil(days.length / Math.max(2, Math.min(8, Math.floor(plotW / 44))));
   const total = days.reduce((s, d) => s + d.participant_minutes, 0);
   return (
     <figure class="chart">
       <svg
+        ref={ref}
         viewBox={`0 0 ${width} ${height}`}
+        height={height}
         role="img"
         aria-label={`Participant-minutes per day, ${days[0]?.date ?? ""} to ${days[days.length - 1]?.date ?? ""}: ${minutes.format(total)} in total, at most ${minutes.format(peak)} on one day.`}
       >

@@ -97,7 +97,7 @@ function CreateEndpoint({ scope, onCreated, onCancel }: { scope: ProjectScope; o
         )}
       </fieldset>
       <div class="row">
-        <button type="submit" class="btn btn-primary" disabled={create.busy}>
+        <button type="submit" class="btn btn-primary" data-action="add-webhook-endpoint" disabled={create.busy}>
           {create.busy ? "Adding…" : "Add endpoint"}
         </button>
         <button type="button" class="btn" onClick={onCancel}>
@@ -126,7 +126,7 @@ export function WebhooksPage({ scope }: { scope: ProjectScope }) {
         actions={
           manage &&
           !creating && (
-            <button type="button" class="btn btn-primary" onClick={() => setCreating(true)}>
+            <button type="button" class="btn btn-primary" data-action="add-webhook-endpoint" onClick={() => setCreating(true)}>
               Add endpoint
             </button>
           )
@@ -159,6 +159,7 @@ export function WebhooksPage({ scope }: { scope: ProjectScope }) {
                         <ConfirmButton
                           small
                           danger
+                          action="disable-webhook-endpoint"
                           label="Disable"
                           confirm="Disable this endpoint? It gets no more events; this cannot be undone."
                           busy={disable.busy}
@@ -264,7 +265,7 @@ export function EndpointPage({ scope, endpointId }: { scope: ProjectScope; endpo
                         </div>
                       </div>
                       {manage && (d.status === "dead" || d.status === "retrying") && (
-                        <button type="button" class="btn btn-small" disabled={retry.busy} onClick={() => void retry.run(d)}>
+                        <button type="button" class="btn btn-small" data-action="retry-delivery" disabled={retry.busy} onClick={() => void retry.run(d)}>
                           Retry now
                         </button>
                       )}
