@@ -182,14 +182,23 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
  * participant token): it lives in this component's memory only, never in
  * browser storage, and is gone when the person dismisses it or leaves.
  */
-export function SecretOnce(props: { title: string; label: string; value: string; onDone: () => void; children?: ComponentChildren }) {
+export function SecretOnce(props: {
+  title: string;
+  label: string;
+  value: string;
+  onDone: () => void;
+  children?: ComponentChildren;
+  /** The title's heading level: 2 at the top of a page (the default), 3 inside a section. */
+  level?: 2 | 3;
+}) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
     ref.current?.focus();
   }, []);
+  const Heading = props.level === 3 ? "h3" : "h2";
   return (
     <div class="secret-once" role="region" aria-label={props.title} tabIndex={-1} ref={ref}>
-      <h3>{props.title}</h3>
+      <Heading>{props.title}</Heading>
       <p class="warning">
         <strong>Copy it now.</strong> This is the only time it is shown: rtcd keeps only a hash of it.
       </p>
@@ -314,16 +323,23 @@ export function Id({ value }: { value: string }) {
   );
 }
 
+/**
+ * A table with a caption and column heads; an empty head ("") is the column
+ * of a row's buttons, named "Actions" for screen readers only. Its frame
+ * scrolls sideways on narrow screens, so it takes keyboard focus (arrow keys
+ * scroll it) and is named after the caption (a group, not a landmark: the
+ * section around a table often has the same name).
+ */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" role="group" aria-label={props.caption} tabIndex={0}>
       <table>
         <caption class={props.captionHidden === false ? "" : "visually-hidden"}>{props.caption}</caption>
         <thead>
           <tr>
             {props.head.map((h) => (
               <th scope="col" key={h}>
-                {h}
+                {h || <span class="visually-hidden">Actions</span>}
               </th>
             ))}
           </tr>

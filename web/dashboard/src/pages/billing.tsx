@@ -44,7 +44,7 @@ function TopupForm({ scope }: { scope: ProjectScope }) {
         void start.run();
       }}
     >
-      <h3>Add credit</h3>
+      <h2>Add credit</h2>
       <div class="row">
         <Field label="Amount" hint={`${topupMin}.00 to ${topupMax}.00. You pay on the payment provider's page.`}>
           {(id, hint) => <input id={id} inputMode="decimal" value={amount} aria-describedby={hint} onInput={(e) => setAmount(e.currentTarget.value)} />}
