@@ -293,14 +293,18 @@ export function Badge({ status }: { status: string }) {
 }
 
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const timeFormatSeconds = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
 
-/** A timestamp in the person's local time, the exact UTC value on hover. */
-export function Time({ iso, empty = "—" }: { iso: string | null | undefined; empty?: string }) {
+/**
+ * A timestamp in the person's local time, the exact UTC value on hover;
+ * with seconds where they matter (webhook attempts seconds apart).
+ */
+export function Time({ iso, empty = "—", seconds = false }: { iso: string | null | undefined; empty?: string; seconds?: boolean }) {
   if (!iso) return <span class="muted">{empty}</span>;
   const d = new Date(iso);
   return (
     <time dateTime={iso} title={iso}>
-      {timeFormat.format(d)}
+      {(seconds ? timeFormatSeconds : timeFormat).format(d)}
     </time>
   );
 }
