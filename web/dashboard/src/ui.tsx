@@ -3,7 +3,7 @@
 // secrets shown once, two-step confirmations, badges and times.
 
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { describe } from "./errors";
 
 export interface Async<T> {
@@ -329,15 +329,29 @@ export function Id({ value }: { value: string }) {
 
 /**
  * A table with a caption and column heads; an empty head ("") is the column
- * of a row's buttons, named "Actions" for screen readers only. Its frame
- * scrolls sideways on narrow screens, so it takes keyboard focus (arrow keys
- * scroll it) and is named after the caption (a group, not a landmark: the
- * section around a table often has the same name).
+ * of a row's buttons, named "Actions" for screen readers only. On narrow
+ * screens each row is drawn as a card, every cell under its column's name
+ * (app.css, data-label); the frame can still scroll sideways when a wide
+ * table does not fit, so it takes keyboard focus (arrow keys scroll it) and
+ * is named after the caption (a group, not a landmark: the section around a
+ * table often has the same name).
  */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
+  const table = useRef<HTMLTableElement>(null);
+  // After every draw: each body cell carries its column's name.
+  useLayoutEffect(() => {
+    const body = table.current?.tBodies[0];
+    if (!body) return;
+    for (const row of Array.from(body.rows)) {
+      Array.from(row.cells).forEach((cell, i) => {
+        const label = props.head[i] ?? "";
+        if (cell.getAttribute("data-label") !== label) cell.setAttribute("data-label", label);
+      });
+    }
+  });
   return (
     <div class="table-wrap" role="group" aria-label={props.caption} tabIndex={0}>
-      <table>
+      <table ref={table}>
         <caption class={props.captionHidden === false ? "" : "visually-hidden"}>{props.caption}</caption>
         <thead>
           <tr>
