@@ -564,8 +564,8 @@ func (p *Page) Storage() map[string]string {
 
 // Visit records the page as a person sees it: a full-page screenshot at
 // PhoneWidth and at DesktopWidth (files NN-name-375.png, NN-name-1280.png),
-// and axe-core's accessibility check at each width, failing the test on any
-// violation.
+// axe-core's accessibility check at each width, failing the test on any
+// violation, and a check that nothing makes the page wider than the screen.
 func (p *Page) Visit(name string) {
 	p.t.Helper()
 	p.b.mu.Lock()
@@ -587,6 +587,52 @@ func (p *Page) Visit(name string) {
 			p.t.Fatalf("writing %s: %v", file, err)
 		}
 		p.axe(fmt.Sprintf("%s at %d px", name, w))
+		p.overflow(fmt.Sprintf("%s at %d px", name, w))
+	}
+}
+
+// overflowJS lists the outermost visible elements that stick out past the
+// right edge of the viewport and are not inside a scrolling or clipping
+// box: what makes a person scroll the whole page sideways.
+const overflowJS = `(() => {
+  const w = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth <= w) return [];
+  const clipped = (el) => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") return true;
+    }
+    return false;
+  };
+  const sticksOut = (el) => {
+    if (!(el.offsetWidth || el.offsetHeight || el.getClientRects().length)) return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.right > w + 1 && !clipped(el);
+  };
+  const out = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    if (!sticksOut(el) || (el.parentElement && el.parentElement !== document.body && sticksOut(el.parentElement))) continue;
+    const cls = el.getAttribute("class");
+    out.push(el.tagName.toLowerCase() + (cls ? "." + cls.trim().split(/\s+/).join(".") : "") + " ends at " + Math.round(el.getBoundingClientRect().right) + " px: " + (el.innerText || "").replace(/\s+/g, " ").slice(0, 60));
+    if (out.length === 5) break;
+  }
+  if (out.length) return out;
+  // An absolutely positioned element escapes a scrolling box that is not
+  // its containing block: name the one reaching farthest right.
+  let far = null;
+  for (const el of document.body.querySelectorAll("*")) {
+    if (!far || el.getBoundingClientRect().right > far.getBoundingClientRect().right) far = el;
+  }
+  return ["the page is " + document.documentElement.scrollWidth + " px wide; farthest right: " + (far ? far.outerHTML.slice(0, 120) : "?")];
+})()`
+
+// overflow fails the test when the page is wider than the viewport, naming
+// what sticks out (tables and code scroll inside their own boxes instead).
+func (p *Page) overflow(what string) {
+	p.t.Helper()
+	var out []string
+	p.Eval(overflowJS, &out)
+	if len(out) > 0 {
+		p.t.Errorf("%s: layout on %s: the page is wider than the screen:\n  %s", p.name, what, strings.Join(out, "\n  "))
 	}
 }
 
