@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -195,6 +197,7 @@ func (b *Browser) NewPage(t testing.TB, name string) *Page {
 	if err := chromedp.Do(p.ctx); err != nil {
 		t.Fatalf("%s: opening a tab: %v", name, err)
 	}
+	p.actLikeAPerson()
 	t.Cleanup(func() {
 		p.cancel()
 		p.mu.Lock()
@@ -204,6 +207,27 @@ func (b *Browser) NewPage(t testing.TB, name string) *Page {
 		}
 	})
 	return p
+}
+
+// actLikeAPerson gives the tab what a person's own window has: focus
+// (every tab counts as focused, so two people can act side by side) and
+// the clipboard a real click may write to (the harness's clicks carry no
+// user gesture), which Clipboard reads back.
+func (p *Page) actLikeAPerson() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, actionTimeout)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
+		p.t.Fatalf("%s: focus emulation: %v", p.name, err)
+	}
+	contextID := chromedp.FromContext(p.ctx).BrowserContextID
+	for _, perm := range []string{"clipboard-read", "clipboard-write"} {
+		if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+			Permission: &browser.PermissionDescriptor{Name: perm}, Setting: browser.PermissionSettingGranted, BrowserContextID: contextID,
+		}); err != nil {
+			p.t.Fatalf("%s: granting %s: %v", p.name, perm, err)
+		}
+	}
 }
 
 // Allow declares that responses with status for URLs containing path are
@@ -319,9 +343,7 @@ func (p *Page) Go(url string) {
 // its JSON value into out (nil: ignore it).
 func (p *Page) Eval(expr string, out any) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, actionTimeout)
-	defer cancel()
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr, chromedp.EvalAwaitPromise))
+	raw, err := p.evalRaw(expr)
 	if err != nil {
 		p.t.Fatalf("%s: evaluating %q: %v\npage text:\n%s", p.name, abbreviate(expr), err, p.textForError())
 	}
@@ -330,6 +352,13 @@ func (p *Page) Eval(expr string, out any) {
 			p.t.Fatalf("%s: decoding %s: %v", p.name, raw, err)
 		}
 	}
+}
+
+// evalRaw evaluates expr within actionTimeout and returns its JSON value.
+func (p *Page) evalRaw(expr string) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, actionTimeout)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr, chromedp.EvalAwaitPromise))
 }
 
 func abbreviate(s string) string {
@@ -381,12 +410,17 @@ func (p *Page) waitJS(what, body string) {
 	deadline := time.Now().Add(actionTimeout)
 	expr := "(() => {" + helpersJS + "return !!(" + body + ");})()"
 	for {
-		var ok bool
-		p.Eval(expr, &ok)
-		if ok {
+		// A page that navigates away while the condition is evaluated
+		// (a link followed, a form posted) fails that one evaluation: the
+		// wait tries again on the next document.
+		raw, err := p.evalRaw(expr)
+		if err == nil && string(raw) == "true" {
 			return
 		}
 		if time.Now().After(deadline) {
+			if err != nil {
+				what += fmt.Sprintf(" (last evaluation: %v)", err)
+			}
 			p.t.Fatalf("%s: waited %v for %s\npage text:\n%s", p.name, actionTimeout, what, p.textForError())
 		}
 		time.Sleep(pollInterval)
@@ -493,6 +527,14 @@ func (p *Page) WaitText(text string) {
 	p.waitJS(fmt.Sprintf("the text %q", text), fmt.Sprintf("document.body && norm(document.body.innerText).includes(norm(%s))", jsString(text)))
 }
 
+// WaitTextIn waits until the smallest row, form, section or panel whose
+// text holds scope also holds text (a status in the row of a named thing).
+func (p *Page) WaitTextIn(text, scope string) {
+	p.t.Helper()
+	p.waitJS(fmt.Sprintf("the text %q%s", text, inScope([]string{scope})),
+		fmt.Sprintf("(() => { const r = within(%s); return !!r && norm(r.innerText).includes(norm(%s)); })()", jsString(scope), jsString(text)))
+}
+
 // WaitNoText waits until the page's visible text no longer holds text.
 func (p *Page) WaitNoText(text string) {
 	p.t.Helper()
@@ -525,6 +567,15 @@ func (p *Page) Value(label string, scope ...string) string {
 	p.waitJS("the field "+label, fmt.Sprintf("byLabel(%s, %s)", jsString(label), jsString(first(scope))))
 	var s string
 	p.Eval(fmt.Sprintf("(() => {"+helpersJS+"return byLabel(%s, %s).value;})()", jsString(label), jsString(first(scope))), &s)
+	return s
+}
+
+// Clipboard returns the text on the clipboard (what a copy button put
+// there).
+func (p *Page) Clipboard() string {
+	p.t.Helper()
+	var s string
+	p.Eval(`navigator.clipboard.readText()`, &s)
 	return s
 }
 

@@ -8,8 +8,8 @@
 // check that each role is offered exactly the actions the server allows it.
 // An <option> that changes something carries its own data-action.
 
-import { cloneElement, isValidElement, toChildArray, type ComponentChildren, type VNode } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { describe } from "./errors";
 
 export interface Async<T> {
@@ -188,14 +188,23 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
  * participant token): it lives in this component's memory only, never in
  * browser storage, and is gone when the person dismisses it or leaves.
  */
-export function SecretOnce(props: { title: string; label: string; value: string; onDone: () => void; children?: ComponentChildren }) {
+export function SecretOnce(props: {
+  title: string;
+  label: string;
+  value: string;
+  onDone: () => void;
+  children?: ComponentChildren;
+  /** The title's heading level: 2 at the top of a page (the default), 3 inside a section. */
+  level?: 2 | 3;
+}) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
     ref.current?.focus();
   }, []);
+  const Heading = props.level === 3 ? "h3" : "h2";
   return (
     <div class="secret-once" role="region" aria-label={props.title} tabIndex={-1} ref={ref}>
-      <h3>{props.title}</h3>
+      <Heading>{props.title}</Heading>
       <p class="warning">
         <strong>Copy it now.</strong> This is the only time it is shown: rtcd keeps only a hash of it.
       </p>
@@ -291,14 +300,18 @@ export function Badge({ status }: { status: string }) {
 }
 
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const timeFormatSeconds = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
 
-/** A timestamp in the person's local time, the exact UTC value on hover. */
-export function Time({ iso, empty = "—" }: { iso: string | null | undefined; empty?: string }) {
+/**
+ * A timestamp in the person's local time, the exact UTC value on hover;
+ * with seconds where they matter (webhook attempts seconds apart).
+ */
+export function Time({ iso, empty = "—", seconds = false }: { iso: string | null | undefined; empty?: string; seconds?: boolean }) {
   if (!iso) return <span class="muted">{empty}</span>;
   const d = new Date(iso);
   return (
     <time dateTime={iso} title={iso}>
-      {timeFormat.format(d)}
+      {(seconds ? timeFormatSeconds : timeFormat).format(d)}
     </time>
   );
 }
@@ -322,31 +335,30 @@ export function Id({ value }: { value: string }) {
 }
 
 /**
- * Gives every cell of every row its column's name (data-label): on a phone
- * the table is drawn as a list, each cell under its column's name (app.css).
- */
-function labelCells(rows: ComponentChildren, head: string[]): ComponentChildren {
-  return toChildArray(rows).map((row) => {
-    if (!isValidElement(row)) return row;
-    const tr = row as VNode<{ children?: ComponentChildren }>;
-    let i = 0;
-    const cells = toChildArray(tr.props.children).map((cell) =>
-      isValidElement(cell) ? cloneElement(cell as VNode<Record<string, unknown>>, { "data-label": head[i++] ?? "" }) : cell,
-    );
-    return cloneElement(tr, {}, cells);
-  });
-}
-
-/**
- * A table in a box that scrolls sideways if it must; the box takes the
- * keyboard focus so that it can be scrolled without a pointer. On a phone
- * each row is drawn as a block of labelled cells. An empty head is the
- * column of row actions, named for screen readers.
+ * A table with a caption and column heads; an empty head ("") is the column
+ * of a row's buttons, named "Actions" for screen readers only. On narrow
+ * screens each row is drawn as a card, every cell under its column's name
+ * (app.css, data-label); the frame can still scroll sideways when a wide
+ * table does not fit, so it takes keyboard focus (arrow keys scroll it) and
+ * is named after the caption (a group, not a landmark: the section around a
+ * table often has the same name).
  */
 export function Table(props: { caption: string; head: string[]; children: ComponentChildren; captionHidden?: boolean }) {
+  const table = useRef<HTMLTableElement>(null);
+  // After every draw: each body cell carries its column's name.
+  useLayoutEffect(() => {
+    const body = table.current?.tBodies[0];
+    if (!body) return;
+    for (const row of Array.from(body.rows)) {
+      Array.from(row.cells).forEach((cell, i) => {
+        const label = props.head[i] ?? "";
+        if (cell.getAttribute("data-label") !== label) cell.setAttribute("data-label", label);
+      });
+    }
+  });
   return (
-    <div class="table-wrap" tabIndex={0} role="group" aria-label={props.caption}>
-      <table>
+    <div class="table-wrap" role="group" aria-label={props.caption} tabIndex={0}>
+      <table ref={table}>
         <caption class={props.captionHidden === false ? "" : "visually-hidden"}>{props.caption}</caption>
         <thead>
           <tr>
@@ -357,7 +369,7 @@ export function Table(props: { caption: string; head: string[]; children: Compon
             ))}
           </tr>
         </thead>
-        <tbody>{labelCells(props.children, props.head)}</tbody>
+        <tbody>{props.children}</tbody>
       </table>
     </div>
   );

@@ -255,5 +255,11 @@ export function TopupReturnPage({ paymentId }: { paymentId: string }) {
       </Loaded>
     </>
   );
-  return account ? <Shell account={account}>{body}</Shell> : body;
+  return account ? (
+    <Shell account={account} project={topup.data?.s.project}>
+      {body}
+    </Shell>
+  ) : (
+    body
+  );
 }

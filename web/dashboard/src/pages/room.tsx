@@ -58,7 +58,7 @@ function AddParticipant({ scope, room, onAdded }: { scope: ProjectScope; room: R
   });
   if (created?.token) {
     return (
-      <SecretOnce title={`Participant ${created.name ?? created.id} added`} label="Participant token" value={created.token} onDone={() => setCreated(null)}>
+      <SecretOnce level={3} title={`Participant ${created.name ?? created.id} added`} label="Participant token" value={created.token} onDone={() => setCreated(null)}>
         <p class="hint">
           Give this token to the participant's client app; it trades it at <code>POST /v1/connect</code> for a media endpoint. It
           works until <Time iso={created.expires_at} />.

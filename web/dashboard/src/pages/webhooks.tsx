@@ -189,7 +189,7 @@ function Attempts({ d }: { d: WebhookDelivery }) {
         <tr key={a.attempt}>
           <td>{a.attempt}</td>
           <td>
-            <Time iso={a.requested_at} />
+            <Time iso={a.requested_at} seconds />
           </td>
           <td>
             {a.response_status === 0 ? <span class="bad">no response</span> : a.response_status}
@@ -202,7 +202,7 @@ function Attempts({ d }: { d: WebhookDelivery }) {
             </code>
           </td>
           <td>
-            <Time iso={a.next_attempt_at} />
+            <Time iso={a.next_attempt_at} seconds />
           </td>
         </tr>
       ))}
@@ -255,11 +255,11 @@ export function EndpointPage({ scope, endpointId }: { scope: ProjectScope; endpo
                       <div>
                         <strong>{d.event_type}</strong> <Badge status={d.status} />
                         <div class="sub">
-                          {d.event_id} · {d.id} · created <Time iso={d.created_at} /> · {d.attempt_count} attempt{d.attempt_count === 1 ? "" : "s"}
+                          {d.event_id} · {d.id} · created <Time iso={d.created_at} seconds /> · {d.attempt_count} attempt{d.attempt_count === 1 ? "" : "s"}
                           {d.next_attempt_at && (
                             <>
                               {" "}
-                              · next <Time iso={d.next_attempt_at} />
+                              · next <Time iso={d.next_attempt_at} seconds />
                             </>
                           )}
                         </div>
