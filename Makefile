@@ -6,13 +6,38 @@ DATA_DIR ?= ./data
 TEST_TIMEOUT ?= 20m
 
 # Go files checked by gofmt: every .go file except caches, data and build output.
-GOFILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './data/*' -not -path './bin/*' -not -path '*/testdata/*')
+GOFILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './data/*' -not -path './bin/*' -not -path '*/testdata/*' -not -path './node_modules/*')
 
-.PHONY: run build test bench lint fmt vet
+NPM ?= npm
 
-## run: start rtcd on embedded defaults (Pebble in ./data, bootstrapped on first start)
+.PHONY: run build test bench lint fmt vet web web-deps web-check
+
+## run: start rtcd on embedded defaults (Pebble in ./data, bootstrapped on first start),
+## after rebuilding the web dashboard when npm is there (the committed build otherwise)
 run:
+	@if command -v $(NPM) >/dev/null 2>&1; then $(MAKE) --no-print-directory web; \
+	else echo "npm not found: serving the committed dashboard build (web/dashboard/dist)"; fi
 	@$(GO) run ./cmd/rtcd serve --data-dir $(DATA_DIR)
+
+# The web code is one npm workspace (package.json at the root, its lock
+# committed). npm ci runs again only when a manifest or the lock changes.
+web-deps: node_modules/.package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
+
+## web: type-check the dashboard (strict) and build it into web/dashboard/dist, which is committed
+web: web-deps
+	$(NPM) run --silent --workspace web/dashboard check
+	$(NPM) run --silent --workspace web/dashboard build
+
+## web-check: type-check, and fail when a fresh build differs from the committed web/dashboard/dist
+web-check: web-deps
+	$(NPM) run --silent --workspace web/dashboard check
+	@tmp="$$(mktemp -d)"; node web/dashboard/build.mjs "$$tmp" && \
+	if ! diff -r web/dashboard/dist "$$tmp"; then \
+		echo "web/dashboard/dist does not match its sources: run 'make web' and commit web/dashboard/dist"; rm -rf "$$tmp"; exit 1; \
+	fi; rm -rf "$$tmp"
 
 ## build: build the rtcd binary into bin/rtcd
 build:
@@ -22,8 +47,9 @@ build:
 # (docs/sdks.md), tested against the real server like the service itself.
 SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 
-## test: gofmt check, go vet, then every test with the race detector (the service and each SDK module)
-test: fmt vet
+## test: gofmt check, go vet, the web build check, then every test with the race detector
+## (the service, its browser tests in Chromium, and each SDK module)
+test: fmt vet web-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
@@ -31,8 +57,8 @@ test: fmt vet
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=100x ./...
 
-## lint: gofmt check and go vet
-lint: fmt vet
+## lint: gofmt check, go vet and the web type-check
+lint: fmt vet web-check
 
 ## fmt: fail when a Go file is not gofmt-formatted
 fmt:

@@ -53,6 +53,11 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	registered := map[string]bool{}
 	for method, paths := range srv.Routes() {
 		for _, p := range paths {
+			// The web dashboard's pages and files are not API routes; the
+			// dashboard's tests cover them.
+			if !strings.HasPrefix(p, "/v1/") {
+				continue
+			}
 			registered[method+" "+p] = true
 		}
 	}

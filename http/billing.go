@@ -7,6 +7,7 @@ import (
 
 	"rtcd/actors"
 	"rtcd/apierr"
+	"rtcd/ids"
 	"rtcd/money"
 	"rtcd/payments"
 	sc "rtcd/scopes"
@@ -81,10 +82,21 @@ func (s *Server) billingRoutes(p Payments) {
 		rc.ok(200, []byte(`{"received":true}`))
 	}))
 
-	// Where a hosted checkout sends the payer back: a plain page, no API
-	// key (a browser has none). The top-up's state is whatever the
-	// provider's callback made it; this page only says what happens next.
+	// Where hosted checkouts created before the dashboard sent the payer
+	// back: now a redirect to the dashboard's page of the top-up, which
+	// shows its state and receipt; without a valid payment id, a plain page
+	// (no API key: a browser has none).
 	r.GET("/v1/billing/return", s.wrap("/v1/billing/return", noAuth, func(rc *reqCtx) {
+		if id := string(rc.ctx.QueryArgs().Peek("payment_id")); ids.Valid(id, ids.Payment) {
+			to := TopupReturnPath + id
+			if string(rc.ctx.QueryArgs().Peek("canceled")) == "1" {
+				to += "?canceled=1"
+			}
+			rc.ctx.Response.Header.Set("Location", to)
+			rc.ctx.Response.Header.Set("Cache-Control", "no-store")
+			rc.ctx.SetStatusCode(303)
+			return
+		}
 		rc.ctx.SetStatusCode(200)
 		rc.ctx.SetContentType("text/html; charset=utf-8")
 		rc.ctx.Response.Header.Set("Cache-Control", "no-store")

@@ -99,6 +99,7 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 	s.routes()
 	s.billingRoutes(pay)
 	s.dashboardRoutes()
+	s.dashboardPages()
 	return s
 }
 

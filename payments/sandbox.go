@@ -88,6 +88,10 @@ type SandboxConfig struct {
 	HTTPClient *http.Client
 	// Clock dates tokens and callbacks; nil means clock.Real.
 	Clock clock.Clock
+	// ReturnURL is where the result page sends the payer back (the
+	// dashboard's top-up page), with PaymentIDPlaceholder standing for the
+	// payment id; empty: the page has no way back.
+	ReturnURL string
 }
 
 // Sandbox is the embedded payment provider. It moves no money: the payer
@@ -98,6 +102,7 @@ type SandboxConfig struct {
 type Sandbox struct {
 	baseURL     string
 	callbackURL string
+	returnURL   string
 	client      *http.Client
 	clock       clock.Clock
 	checkoutKey []byte
@@ -119,6 +124,11 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	if cfg.Secret == ([32]byte{}) {
 		return nil, errors.New("payments: sandbox secret is all zero")
 	}
+	if cfg.ReturnURL != "" {
+		if err := checkHTTPURL(cfg.ReturnURL); err != nil {
+			return nil, fmt.Errorf("payments: sandbox return URL: %w", err)
+		}
+	}
 	client := cfg.HTTPClient
 	if client == nil {
 		client = defaultCallbackClient()
@@ -130,6 +140,7 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	return &Sandbox{
 		baseURL:     base,
 		callbackURL: cfg.CallbackURL,
+		returnURL:   cfg.ReturnURL,
 		client:      client,
 		clock:       clk,
 		checkoutKey: deriveKey(cfg.Secret, checkoutKeyLabel),
@@ -215,13 +226,17 @@ func (s *Sandbox) Complete(ctx context.Context, paymentID, token, outcome string
 	if err := s.sendCallback(ctx, ev, now); err != nil {
 		return errorPage("Payment not completed", "The service did not accept the payment result. Go back and try again."), http.StatusBadGateway
 	}
-	return renderPage("result", resultView{
+	view := resultView{
 		Outcome:    string(typ),
 		Amount:     ev.Amount,
 		Currency:   ev.Currency,
 		PaymentID:  paymentID,
 		ReceiptURL: ev.ReceiptURL,
-	}), http.StatusOK
+	}
+	if s.returnURL != "" {
+		view.ReturnURL = strings.ReplaceAll(s.returnURL, PaymentIDPlaceholder, paymentID)
+	}
+	return renderPage("result", view), http.StatusOK
 }
 
 // ReceiptPage renders the receipt a succeeded callback links to. Receipts

@@ -32,6 +32,7 @@ type resultView struct {
 	Currency   string
 	PaymentID  string
 	ReceiptURL string
+	ReturnURL  string // back to the dashboard's page of this top-up, or ""
 }
 
 type receiptView struct {
@@ -85,7 +86,7 @@ button{font-size:1rem;padding:.6rem 1.2rem;margin:.25rem .25rem .25rem 0;border:
 <div class="amount">{{.Amount}} {{.Currency}}</div>
 <dl><dt>Payment</dt><dd>{{.PaymentID}}</dd></dl>
 {{if .ReceiptURL}}<p><a href="{{.ReceiptURL}}">View receipt</a></p>{{end}}
-<p>You can close this page.</p>
+{{if .ReturnURL}}<p><a class="back" href="{{.ReturnURL}}">Back to the dashboard</a></p>{{else}}<p>You can close this page.</p>{{end}}
 {{template "foot"}}{{end}}
 
 {{define "receipt"}}{{template "head" "Receipt"}}

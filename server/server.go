@@ -181,14 +181,14 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		engine.Stop()
 		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
 	}
-	pay, err := newPayments(cfg, keys, clk, "http://"+s.apiLn.Addr().String())
+	origin := cfg.DashboardOrigin(s.apiLn.Addr().String())
+	pay, err := newPayments(cfg, keys, clk, "http://"+s.apiLn.Addr().String(), origin)
 	if err != nil {
 		_ = s.apiLn.Close()
 		_ = s.metricsLn.Close()
 		engine.Stop()
 		return fail(err)
 	}
-	origin := cfg.DashboardOrigin(s.apiLn.Addr().String())
 	mailer, err := newMailer(cfg, clk, origin)
 	if err == nil {
 		engine.SetMailer(mailer)
@@ -282,8 +282,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // newPayments builds the configured payment provider. apiOrigin is the API
 // listener's own address: the sandbox posts its signed callbacks there, and
-// it is the public origin when --public-url is empty.
-func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin string) (api.Payments, error) {
+// it is the public origin when --public-url is empty. dashboardOrigin is
+// where payers come back to: the dashboard's page of their top-up.
+func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin, dashboardOrigin string) (api.Payments, error) {
 	public := cfg.PublicURL
 	if public == "" {
 		public = apiOrigin
@@ -294,8 +295,8 @@ func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin 
 	case payments.ProviderStripe:
 		st, err := payments.NewStripe(payments.StripeConfig{
 			SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIBaseURL: cfg.StripeAPIBase,
-			SuccessURL: public + "/v1/billing/return?payment_id=" + payments.PaymentIDPlaceholder,
-			CancelURL:  public + "/v1/billing/return?payment_id=" + payments.PaymentIDPlaceholder + "&canceled=1",
+			SuccessURL: dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
+			CancelURL:  dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder + "?canceled=1",
 		})
 		if err != nil {
 			return pay, fmt.Errorf("stripe: %w", err)
@@ -305,6 +306,7 @@ func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin 
 		sb, err := payments.NewSandbox(payments.SandboxConfig{
 			PublicBaseURL: public, Secret: keys.PaymentsSandbox(),
 			CallbackURL: apiOrigin + "/v1/billing/providers/" + payments.ProviderSandbox + "/webhook", Clock: clk,
+			ReturnURL: dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
 		})
 		if err != nil {
 			return pay, fmt.Errorf("sandbox payments: %w", err)
