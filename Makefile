@@ -2,7 +2,6 @@
 # `make run` and `make test`. .ci/run calls `make test`.
 
 GO ?= go
-DATA_DIR ?= ./data
 TEST_TIMEOUT ?= 20m
 
 # Go files checked by gofmt: every .go file except caches, data and build output.
@@ -12,12 +11,18 @@ NPM ?= npm
 
 .PHONY: run build test bench lint fmt vet web web-deps web-check
 
+# RUN_FLAGS are extra `rtcd serve` flags for `make run`. Every setting can
+# also come from its RTCD_ variable (RTCD_DATA_DIR, RTCD_LISTEN, ...: see
+# docs/configuration.md); make passes the environment through untouched.
+RUN_FLAGS ?=
+
 ## run: start rtcd on embedded defaults (Pebble in ./data, bootstrapped on first start),
-## after rebuilding the web dashboard when npm is there (the committed build otherwise)
+## or on the RTCD_ variables set and RUN_FLAGS, after rebuilding the web dashboard
+## when npm is there (the committed build otherwise)
 run:
 	@if command -v $(NPM) >/dev/null 2>&1; then $(MAKE) --no-print-directory web; \
 	else echo "npm not found: serving the committed dashboard build (web/dashboard/dist)"; fi
-	@$(GO) run ./cmd/rtcd serve --data-dir $(DATA_DIR)
+	@$(GO) run ./cmd/rtcd serve $(RUN_FLAGS)
 
 # The web code is one npm workspace (package.json at the root, its lock
 # committed). npm ci runs again only when a manifest or the lock changes.

@@ -26,6 +26,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/datadir"
 	"rtcd/googleauth"
 	api "rtcd/http"
 	"rtcd/media"
@@ -55,6 +56,7 @@ type Options struct {
 // Server is a running rtcd.
 type Server struct {
 	cfg         *config.Config
+	lock        *datadir.Lock // this process's claim on the data directory
 	store       *persistence.Store
 	engine      *actors.Engine
 	api         *fasthttp.Server
@@ -66,8 +68,9 @@ type Server struct {
 	serveErrors chan error
 }
 
-// Start opens the data directory (bootstrapping it on first start), recovers
-// every actor, and starts both listeners.
+// Start claims the data directory, binds every listener, opens the data
+// directory (bootstrapping it on first start), recovers every actor, and
+// serves. Nothing is bootstrapped before every listener is bound.
 func Start(cfg *config.Config, opts Options) (*Server, error) {
 	clk := opts.Clock
 	if clk == nil {
@@ -80,19 +83,29 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 			os.Exit(1)
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	lock, err := datadir.Acquire(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	lns, err := bindListeners(cfg)
+	if err != nil {
+		_ = lock.Release()
+		return nil, err
 	}
 	m := metrics.New()
 	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{
 		ApplySeconds: m.JournalApply, SyncSeconds: m.JournalSync,
 	}, fatal)
 	if err != nil {
+		lns.close()
+		_ = lock.Release()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, store: store, serveErrors: make(chan error, 2)}
+	s := &Server{cfg: cfg, lock: lock, store: store, serveErrors: make(chan error, 2)}
 	fail := func(err error) (*Server, error) {
+		lns.close()
 		_ = store.Close()
+		_ = lock.Release()
 		return nil, err
 	}
 	keys, initialized, err := OpenKeys(cfg, store)
@@ -113,17 +126,12 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 			return fail(err)
 		}
 	}
-	// The built-in media node listens first, so the connect response can
-	// name its real address (the port may be chosen by the system).
-	var mediaLn net.Listener
+	// The built-in media node's listener is bound already, so the connect
+	// response can name its real address (the port may be chosen by the system).
+	mediaLn := lns.media
 	mediaURL := cfg.MediaURL
-	if cfg.MediaListen != "" {
-		if mediaLn, err = net.Listen("tcp", cfg.MediaListen); err != nil {
-			return fail(fmt.Errorf("media listen %s: %w", cfg.MediaListen, err))
-		}
-		if mediaURL == "" {
-			mediaURL = "ws://" + mediaLn.Addr().String() + media.RTCPath
-		}
+	if mediaLn != nil && mediaURL == "" {
+		mediaURL = "ws://" + mediaLn.Addr().String() + media.RTCPath
 	}
 	engine, err := actors.New(actors.Settings{
 		Region:   cfg.Region,
@@ -172,15 +180,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	engine.SetWebhookSender(sender, schedule)
 	s.engine = engine
 
-	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {
-		engine.Stop()
-		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
-	}
-	if s.metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-		_ = s.apiLn.Close()
-		engine.Stop()
-		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
-	}
+	s.apiLn, s.metricsLn = lns.api, lns.private
 	origin := cfg.DashboardOrigin(s.apiLn.Addr().String())
 	pay, err := newPayments(cfg, keys, clk, "http://"+s.apiLn.Addr().String(), origin)
 	if err != nil {
@@ -241,7 +241,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
 	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
-		"region", cfg.Region, "data_dir", cfg.DataDir, "version", Version)
+		"media", s.mediaDescription(), "region", cfg.Region, "data_dir", cfg.DataDir, "version", Version)
 	return s, nil
 }
 
@@ -277,6 +277,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}
+	_ = s.lock.Release()
 	return err
 }
 

@@ -25,6 +25,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/datadir"
 	"rtcd/media"
 	"rtcd/persistence"
 	"rtcd/server"
@@ -90,9 +91,11 @@ func runInit(args []string) error {
 		return err
 	}
 	setupLogging(cfg.LogLevel)
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	lock, err := datadir.Acquire(cfg.DataDir)
+	if err != nil {
 		return err
 	}
+	defer lock.Release()
 	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{}, func(err error) {
 		fmt.Fprintln(os.Stderr, "rtcd:", err)
 		os.Exit(1)
