@@ -48,6 +48,8 @@ func main() {
 		err = runMedia(os.Args[2:])
 	case "media-key":
 		err = runMediaKey(os.Args[2:])
+	case "webhooks":
+		err = runWebhooks(os.Args[2:])
 	case "version":
 		fmt.Println(server.Version)
 	case "-h", "--help", "help":
@@ -75,6 +77,9 @@ func usage() {
                               print the media key a separately run node needs (hex; keep it secret)
   rtcd billing adjust --account ID --amount -5.00 --reason TEXT [--data-dir DIR] [--metrics-listen ADDR]
                               credit (positive) or debit (negative) a workspace's wallet on a running server
+  rtcd webhooks test --url URL --type TYPE [--secret whsec_… | RTCD_WEBHOOK_SECRET]
+                              send one signed event of TYPE to a receiver, as rtcd delivers it
+                              (local development; http:// and loopback allowed)
   rtcd version`)
 }
 
