@@ -218,8 +218,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		ReadTimeout:        10 * time.Second,
 		WriteTimeout:       10 * time.Second,
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
-		Handler: privateHandler(engine, m.Handler(), adminToken,
+		Handler: withBackups(privateHandler(engine, m.Handler(), adminToken,
 			mediaReportsHandler(engine, MediaReportKey(keys.MediaToken()), clk)),
+			&backups{cfg: cfg, store: store, now: clk.Now}, adminToken),
 	}
 	if cfg.MediaControlURL != "" {
 		remote, err := media.NewHTTPEngine(media.HTTPConfig{BaseURL: strings.TrimRight(cfg.MediaControlURL, "/"), Key: MediaReportKey(keys.MediaToken()), Clock: clk})
