@@ -34,7 +34,7 @@ import (
 	"rtcd/payments"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
-	"rtcd/webhooks"
+	"rtcd/webhookdelivery"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -162,7 +162,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if cfg.WebhookAllowPrivate || cfg.WebhookExtraCAFile != "" {
 		slog.Warn("webhook testing settings are on: deliveries may reach private addresses or trust extra CAs; never in production")
 	}
-	sender := webhooks.NewClient(webhooks.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate,
+	sender := webhookdelivery.NewClient(webhookdelivery.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate,
 		ExtraCAFile: cfg.WebhookExtraCAFile, TimeoutSeconds: cfg.WebhookTimeoutSeconds})
 	if err := sender.Err(); err != nil {
 		engine.Stop()
