@@ -255,7 +255,6 @@ func (st *startup) startEngine() error {
 		return err
 	}
 	m := st.m
-	engine.OnConnectResult(func(code string) { m.ConnectResults.WithLabelValues(code).Inc() })
 	m.RegisterEngine(metrics.EngineGauges{
 		ActiveRooms:         func() float64 { return float64(engine.Stats().ActiveRooms) },
 		ActiveParticipants:  func() float64 { return float64(engine.Stats().ActiveParticipants) },
