@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/actors"
 	"rtcd/ids"
-	"rtcd/webhooks"
+	"rtcd/webhookdelivery"
 )
 
 // `rtcd webhooks test` is the local development loop of a webhook receiver
@@ -50,7 +50,7 @@ func runWebhooks(args []string) error {
 	eventType := fs.String("type", "", "the event type to send: "+strings.Join(actors.EventTypes, ", "))
 	secret := fs.String("secret", os.Getenv("RTCD_WEBHOOK_SECRET"), "the endpoint's signing secret (whsec_…); prefer RTCD_WEBHOOK_SECRET, a flag shows in the process list")
 	projectID := fs.String("project-id", "", "project_id of the event; empty: a made-up prj_ id")
-	timeoutSeconds := fs.Int("timeout-seconds", webhooks.DefaultTimeoutSeconds, "timeout of the attempt, as --webhook-timeout-seconds of rtcd serve")
+	timeoutSeconds := fs.Int("timeout-seconds", webhookdelivery.DefaultTimeoutSeconds, "timeout of the attempt, as --webhook-timeout-seconds of rtcd serve")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -66,8 +66,8 @@ func runWebhooks(args []string) error {
 	if !slices.Contains(actors.EventTypes, *eventType) {
 		return fmt.Errorf("--type %q is not an event type; one of %s", *eventType, strings.Join(actors.EventTypes, ", "))
 	}
-	if *timeoutSeconds < 1 || *timeoutSeconds > webhooks.MaxTimeoutSeconds {
-		return fmt.Errorf("--timeout-seconds must be 1 to %d", webhooks.MaxTimeoutSeconds)
+	if *timeoutSeconds < 1 || *timeoutSeconds > webhookdelivery.MaxTimeoutSeconds {
+		return fmt.Errorf("--timeout-seconds must be 1 to %d", webhookdelivery.MaxTimeoutSeconds)
 	}
 	if *projectID == "" {
 		*projectID = ids.New(ids.Project)
@@ -79,9 +79,9 @@ func runWebhooks(args []string) error {
 	}
 	// The client's testing-settings warning is for servers; here allowing
 	// private destinations is the point.
-	client := webhooks.NewClient(webhooks.ClientConfig{AllowPrivate: true, TimeoutSeconds: *timeoutSeconds,
+	client := webhookdelivery.NewClient(webhookdelivery.ClientConfig{AllowPrivate: true, TimeoutSeconds: *timeoutSeconds,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	attempt := client.Deliver(context.Background(), *url, webhooks.Headers(eventID, now.Unix(), body, *secret), body)
+	attempt := client.Deliver(context.Background(), *url, webhookdelivery.Headers(eventID, now.Unix(), body, *secret), body)
 	out, _ := json.Marshal(webhookTestResult{Event: body, Success: attempt.Success, StatusCode: attempt.StatusCode,
 		LatencyMillis: attempt.LatencyMillis, ResponseBody: attempt.ResponseBody, Error: attempt.Err})
 	fmt.Println(string(out))
