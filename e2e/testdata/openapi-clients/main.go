@@ -54,7 +54,7 @@ func run(base, apiKey string) error {
 		listed = listed || r.Id == room.Id
 	}
 	var nextCursor *string = list.JSON200.Page.NextCursor // string or null, as the spec says
-	var event rtcdapi.WebhookEvent                         // the body of a delivery is a generated type
+	var event rtcdapi.WebhookEvent                        // the body of a delivery is a generated type
 	event.Type = rtcdapi.EventType("room.ended")
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"room_id": room.Id, "name": room.Name, "status": room.Status, "listed": listed,
