@@ -22,8 +22,9 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
 export const MAX_RETRY_AFTER_SECONDS = 60;
 /** The largest page the list calls can ask for. */
 export const MAX_PAGE_LIMIT = 100;
-/** Bounds the response body the client reads. */
-const maxResponseBytes = 16 << 20;
+/** Bounds the response body the client reads (16 MiB); a longer one is an error. */
+export const MAX_RESPONSE_BYTES = 16 << 20;
+const maxResponseBytes = MAX_RESPONSE_BYTES;
 
 /**
  * Returns how long to wait, in milliseconds, before retry number `retry`
@@ -449,12 +450,7 @@ export class Client {
       signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
       redirect: "error",
     });
-    const length = Number(res.headers.get("Content-Length") ?? "0");
-    if (length > maxResponseBytes) {
-      await res.body?.cancel();
-      throw new Error(`rtcd: the ${method} answer is ${length} bytes, more than ${maxResponseBytes}`);
-    }
-    return { status: res.status, headers: res.headers, body: await res.text() };
+    return { status: res.status, headers: res.headers, body: await readBounded(res, method) };
   }
 }
 
@@ -463,6 +459,25 @@ interface Answer {
   status: number;
   headers: Headers;
   body: string;
+}
+
+/** Reads an answer's body as text, refusing one longer than maxResponseBytes. */
+async function readBounded(res: Response, method: string): Promise<string> {
+  if (res.body === null) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxResponseBytes) {
+      await reader.cancel();
+      throw new Error(`rtcd: the ${method} answer is longer than ${maxResponseBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** Decodes a 2xx answer's JSON body. */

@@ -5,7 +5,7 @@
  * deliveries. No runtime dependencies: Node's fetch and crypto.
  */
 export {
-  Client, DEFAULT_BASE_URL, DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, MAX_PAGE_LIMIT, MAX_RETRY_AFTER_SECONDS,
+  Client, DEFAULT_BASE_URL, DEFAULT_RETRIES, DEFAULT_TIMEOUT_MS, MAX_PAGE_LIMIT, MAX_RESPONSE_BYTES, MAX_RETRY_AFTER_SECONDS,
   defaultBackoff, normalizeBaseURL,
 } from "./client.js";
 export type { Backoff, ClientOptions, RequestOptions } from "./client.js";

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { inspect } from "node:util";
 import { test } from "node:test";
 import {
-  APIError, Client, IdempotencyNotSupportedError, VERSION, WebhookVerificationError, defaultBackoff,
+  APIError, Client, IdempotencyNotSupportedError, MAX_RESPONSE_BYTES, VERSION, WebhookVerificationError, defaultBackoff,
   normalizeBaseURL, signWebhook, verifyWebhook,
 } from "../src/index.js";
 
@@ -149,6 +149,20 @@ test("idempotency keys only where the route takes one; headers; cancel", async (
   const pending = slow.getRoom("room_x", { signal: ctl.signal });
   setTimeout(() => ctl.abort(), 10);
   await assert.rejects(pending, (e: unknown) => e instanceof APIError && e.status === 503, "canceled during the wait: the last error");
+});
+
+test("an answer longer than MAX_RESPONSE_BYTES is refused, not buffered", async () => {
+  const chunk = new Uint8Array(1 << 20);
+  let sent = 0;
+  const endless = new ReadableStream<Uint8Array>({
+    pull(ctl) {
+      sent += chunk.byteLength;
+      ctl.enqueue(chunk);
+    },
+  });
+  const c = new Client({ apiKey: "sk", retries: 0, fetch: async () => new Response(endless, { status: 200 }) });
+  await assert.rejects(c.getRoom("room_x"), /longer than 16777216 bytes/);
+  assert.ok(sent <= MAX_RESPONSE_BYTES + 2 * chunk.byteLength, `read ${sent} bytes`);
 });
 
 test("the API key never prints", () => {
