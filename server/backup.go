@@ -70,7 +70,15 @@ type backups struct {
 	cfg     *config.Config
 	store   *persistence.Store
 	now     func() time.Time
-	running sync.Mutex
+	running sync.Mutex // held while a backup is taken, and for good once stopped
+}
+
+// stop waits for a backup being taken and refuses any later one (409), so
+// the store can close. Safe on a nil *backups (a failed start).
+func (b *backups) stop() {
+	if b != nil {
+		b.running.Lock()
+	}
 }
 
 // handler serves POST /admin/backup.

@@ -67,6 +67,7 @@ type Options struct {
 type Server struct {
 	cfg         *config.Config
 	lock        *datadir.Lock // this process's claim on the data directory
+	backups     *backups      // online backups, through the private listener
 	store       *persistence.Store
 	engine      *actors.Engine
 	api         *fasthttp.Server
@@ -347,6 +348,7 @@ func (st *startup) buildPrivateServer() error {
 		return err
 	}
 	engine := st.s.engine
+	st.s.backups = &backups{cfg: st.cfg, store: st.s.store, now: st.clk.Now}
 	st.s.metricsSrv = &fasthttp.Server{
 		Name:               "rtcd-private",
 		ReadTimeout:        10 * time.Second,
@@ -354,7 +356,7 @@ func (st *startup) buildPrivateServer() error {
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
 		Handler: withBackups(privateHandler(engine, st.m.Handler(), adminToken,
 			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk)),
-			&backups{cfg: st.cfg, store: st.s.store, now: st.clk.Now}, adminToken),
+			st.s.backups, adminToken),
 	}
 	return nil
 }
@@ -434,6 +436,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
 	s.engine.Stop()
+	// A backup still running (its request outlived the drain) finishes
+	// before the store closes under it; none starts after this.
+	s.backups.stop()
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}
