@@ -8,12 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-json"
-	"rtcd/actors"
 	"rtcd/ids"
 	"rtcd/webhookdelivery"
 )
@@ -47,7 +45,7 @@ func runWebhooks(args []string) error {
 	}
 	fs := flag.NewFlagSet("rtcd webhooks test", flag.ContinueOnError)
 	url := fs.String("url", "", "the receiver's URL; http:// and loopback or private addresses are allowed (a development command)")
-	eventType := fs.String("type", "", "the event type to send: "+strings.Join(actors.EventTypes, ", "))
+	eventType := fs.String("type", "", "the event type to send: "+strings.Join(webhookEventTypes(), ", "))
 	secret := fs.String("secret", os.Getenv("RTCD_WEBHOOK_SECRET"), "the endpoint's signing secret (whsec_…); prefer RTCD_WEBHOOK_SECRET, a flag shows in the process list")
 	projectID := fs.String("project-id", "", "project_id of the event; empty: a made-up prj_ id")
 	timeoutSeconds := fs.Int("timeout-seconds", webhookdelivery.DefaultTimeoutSeconds, "timeout of the attempt, as --webhook-timeout-seconds of rtcd serve")
@@ -62,9 +60,6 @@ func runWebhooks(args []string) error {
 	}
 	if *secret == "" {
 		return errors.New("no signing secret: set RTCD_WEBHOOK_SECRET (or --secret) to the endpoint's whsec_… secret")
-	}
-	if !slices.Contains(actors.EventTypes, *eventType) {
-		return fmt.Errorf("--type %q is not an event type; one of %s", *eventType, strings.Join(actors.EventTypes, ", "))
 	}
 	if *timeoutSeconds < 1 || *timeoutSeconds > webhookdelivery.MaxTimeoutSeconds {
 		return fmt.Errorf("--timeout-seconds must be 1 to %d", webhookdelivery.MaxTimeoutSeconds)
@@ -101,56 +96,93 @@ type webhookEnvelope struct {
 	Data      map[string]any `json:"data"`
 }
 
+// webhookSample is a made-up event of one type.
+type webhookSample struct {
+	eventType string
+	// data returns the type's data fields (docs/webhooks.md#event-types)
+	// with fresh ids, the session ending at now.
+	data func(ids webhookSampleIDs, now time.Time) map[string]any
+}
+
+// webhookSampleIDs are the made-up ids one sample event names.
+type webhookSampleIDs struct {
+	room, participant, session, account, payment string
+}
+
+// webhookSamples has one sample per event type of spec section 6, in its
+// order. The e2e test sends each type the OpenAPI document lists, so a new
+// type without a sample here fails it.
+var webhookSamples = []webhookSample{
+	{"room.started", func(id webhookSampleIDs, _ time.Time) map[string]any {
+		return map[string]any{"room_id": id.room, "sequence": 1}
+	}},
+	{"room.ended", func(id webhookSampleIDs, _ time.Time) map[string]any {
+		return map[string]any{"room_id": id.room, "reason": "deleted", "sequence": 5}
+	}},
+	{"participant.joined", func(id webhookSampleIDs, _ time.Time) map[string]any {
+		return map[string]any{"room_id": id.room, "participant_id": id.participant, "session_id": id.session, "sequence": 2}
+	}},
+	{"participant.left", func(id webhookSampleIDs, _ time.Time) map[string]any {
+		return map[string]any{"room_id": id.room, "participant_id": id.participant, "session_id": id.session, "reason": "left", "sequence": 3}
+	}},
+	{"usage.finalized", func(id webhookSampleIDs, now time.Time) map[string]any {
+		return map[string]any{"room_id": id.room, "participant_id": id.participant, "session_id": id.session,
+			"started_at": webhookTimestamp(now.Add(-90 * time.Second)), "ended_at": webhookTimestamp(now), "participant_seconds": 90,
+			"participant_minutes": 1.5, "amount": "0.006000", "currency": webhookTestCurrency, "sequence": 4}
+	}},
+	{"credit.low", creditSample("normal", "low", "4.50")},
+	{"credit.exhausted", creditSample("low", "exhausted", "0.50")},
+	{"credit.restored", creditSample("exhausted", "normal", "20.50")},
+	{"payment.succeeded", paymentSample("succeeded", "0.00", true)},
+	{"payment.failed", paymentSample("failed", "0.00", false)},
+	{"payment.expired", paymentSample("expired", "0.00", false)},
+	{"payment.canceled", paymentSample("canceled", "0.00", false)},
+	{"payment.refunded", paymentSample("refunded", "20.00", true)},
+}
+
+func creditSample(from, to, balance string) func(webhookSampleIDs, time.Time) map[string]any {
+	return func(id webhookSampleIDs, _ time.Time) map[string]any {
+		return map[string]any{"account_id": id.account, "previous_state": from, "credit_state": to,
+			"balance": balance, "currency": webhookTestCurrency}
+	}
+}
+
+func paymentSample(status, refunded string, receipt bool) func(webhookSampleIDs, time.Time) map[string]any {
+	return func(id webhookSampleIDs, _ time.Time) map[string]any {
+		url := ""
+		if receipt {
+			url = "https://payments.example.com/receipts/" + id.payment
+		}
+		return map[string]any{"payment_id": id.payment, "account_id": id.account, "amount": "20.00",
+			"amount_refunded": refunded, "currency": webhookTestCurrency, "status": status, "receipt_url": url}
+	}
+}
+
+// webhookEventTypes lists the types rtcd webhooks test can send.
+func webhookEventTypes() []string {
+	types := make([]string, 0, len(webhookSamples))
+	for _, s := range webhookSamples {
+		types = append(types, s.eventType)
+	}
+	return types
+}
+
+// webhookTimestamp formats t as rtcd's events do: millisecond ISO 8601 UTC.
+func webhookTimestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
 // sampleWebhookEvent returns the id and the envelope of a made-up event of
 // eventType for projectID, with every data field the type carries
 // (docs/webhooks.md#event-types), fresh ids, and created_at now.
 func sampleWebhookEvent(eventType, projectID string, now time.Time) (string, []byte, error) {
-	ts := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-	room, part, session := ids.New(ids.Room), ids.New(ids.Participant), ids.New(ids.ConnectSession)
-	account, payment := ids.New(ids.Account), ids.New(ids.Payment)
-	credit := func(from, to, balance string) map[string]any {
-		return map[string]any{"account_id": account, "previous_state": from, "credit_state": to,
-			"balance": balance, "currency": webhookTestCurrency}
+	for _, sample := range webhookSamples {
+		if sample.eventType != eventType {
+			continue
+		}
+		data := sample.data(webhookSampleIDs{room: ids.New(ids.Room), participant: ids.New(ids.Participant),
+			session: ids.New(ids.ConnectSession), account: ids.New(ids.Account), payment: ids.New(ids.Payment)}, now)
+		id := ids.New(ids.Event)
+		body, err := json.Marshal(webhookEnvelope{ID: id, Type: eventType, CreatedAt: webhookTimestamp(now), ProjectID: projectID, Data: data})
+		return id, body, err
 	}
-	pay := func(status, refunded, receipt string) map[string]any {
-		return map[string]any{"payment_id": payment, "account_id": account, "amount": "20.00",
-			"amount_refunded": refunded, "currency": webhookTestCurrency, "status": status, "receipt_url": receipt}
-	}
-	receipt := "https://payments.example.com/receipts/" + payment
-	var data map[string]any
-	switch eventType {
-	case actors.EventRoomStarted:
-		data = map[string]any{"room_id": room, "sequence": 1}
-	case actors.EventParticipantJoined:
-		data = map[string]any{"room_id": room, "participant_id": part, "session_id": session, "sequence": 2}
-	case actors.EventParticipantLeft:
-		data = map[string]any{"room_id": room, "participant_id": part, "session_id": session, "reason": "left", "sequence": 3}
-	case actors.EventUsageFinalized:
-		data = map[string]any{"room_id": room, "participant_id": part, "session_id": session,
-			"started_at": ts(now.Add(-90 * time.Second)), "ended_at": ts(now), "participant_seconds": 90,
-			"participant_minutes": 1.5, "amount": "0.006000", "currency": webhookTestCurrency, "sequence": 4}
-	case actors.EventRoomEnded:
-		data = map[string]any{"room_id": room, "reason": "deleted", "sequence": 5}
-	case actors.EventCreditLow:
-		data = credit("normal", "low", "4.50")
-	case actors.EventCreditExhausted:
-		data = credit("low", "exhausted", "0.50")
-	case actors.EventCreditRestored:
-		data = credit("exhausted", "normal", "20.50")
-	case actors.EventPaymentSucceeded:
-		data = pay("succeeded", "0.00", receipt)
-	case actors.EventPaymentFailed:
-		data = pay("failed", "0.00", "")
-	case actors.EventPaymentCanceled:
-		data = pay("canceled", "0.00", "")
-	case actors.EventPaymentExpired:
-		data = pay("expired", "0.00", "")
-	case actors.EventPaymentRefunded:
-		data = pay("refunded", "20.00", receipt)
-	default:
-		return "", nil, fmt.Errorf("rtcd webhooks test has no sample of %q", eventType)
-	}
-	id := ids.New(ids.Event)
-	body, err := json.Marshal(webhookEnvelope{ID: id, Type: eventType, CreatedAt: ts(now), ProjectID: projectID, Data: data})
-	return id, body, err
+	return "", nil, fmt.Errorf("--type %q is not an event type; one of %s", eventType, strings.Join(webhookEventTypes(), ", "))
 }
