@@ -10,6 +10,8 @@ export {
 } from "./client.js";
 export type { Backoff, ClientOptions, RequestOptions } from "./client.js";
 export { APIError, IdempotencyNotSupportedError } from "./errors.js";
+export { readAll } from "./pagination.js";
+export type { Collected } from "./pagination.js";
 export type { ErrorCode } from "./errors.js";
 export {
   DEFAULT_WEBHOOK_TOLERANCE_SECONDS, HEADER_WEBHOOK_ID, HEADER_WEBHOOK_SIGNATURE, HEADER_WEBHOOK_TIMESTAMP,

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import {
-  APIError, Client, EVENT_TYPES, IdempotencyNotSupportedError, WebhookVerificationError, verifyWebhook,
+  APIError, Client, EVENT_TYPES, IdempotencyNotSupportedError, WebhookVerificationError, readAll, verifyWebhook,
   type CreatedWebhookEndpoint, type WebhookDelivery,
 } from "../src/index.js";
 import { called, recordingFetch, repoRoot, rtcdBinary, startRTCD, type RTCD } from "./harness.js";
@@ -92,6 +92,9 @@ test("rooms: create, get, list, delete; idempotency; not found", async () => {
   assert.equal(one.data.length, 1);
   assert.equal(one.hasMore, true);
   await rejectsWith(client.listRooms({ limit: 101 }), 400, "invalid_request");
+  const all = await readAll((p) => client.listRooms(p));
+  assert.ok(all.complete, "fewer than 100 rooms: all of them");
+  assert.ok(all.items.some((r) => r.id === room.id));
 
   const a = await client.createRoom({ name: "once" }, { idempotencyKey: "order-4242" });
   const b = await client.createRoom({ name: "once" }, { idempotencyKey: "order-4242" });

@@ -8,7 +8,7 @@ import { inspect } from "node:util";
 import { test } from "node:test";
 import {
   APIError, Client, IdempotencyNotSupportedError, MAX_RESPONSE_BYTES, VERSION, WebhookVerificationError, defaultBackoff,
-  normalizeBaseURL, signWebhook, verifyWebhook,
+  normalizeBaseURL, readAll, signWebhook, verifyWebhook,
 } from "../src/index.js";
 
 test("VERSION is the package's version", () => {
@@ -163,6 +163,15 @@ test("an answer longer than MAX_RESPONSE_BYTES is refused, not buffered", async 
   const c = new Client({ apiKey: "sk", retries: 0, fetch: async () => new Response(endless, { status: 200 }) });
   await assert.rejects(c.getRoom("room_x"), /longer than 16777216 bytes/);
   assert.ok(sent <= MAX_RESPONSE_BYTES + 2 * chunk.byteLength, `read ${sent} bytes`);
+});
+
+test("readAll asks for the largest page and says whether it is everything", async () => {
+  const list = (hasMore: boolean): Response => new Response(JSON.stringify({ object: "list", data: [room], page: { has_more: hasMore } }), { status: 200 });
+  const f = fakeFetch([list(true), list(false)]);
+  const c = new Client({ apiKey: "sk", fetch: f.fetch });
+  assert.deepEqual(await readAll((p) => c.listParticipants("room_x", p)), { items: [room], complete: false });
+  assert.deepEqual(await readAll((p) => c.listAuditLogs(p)), { items: [room], complete: true });
+  assert.equal(f.requests[0]?.url, "http://127.0.0.1:8080/v1/rooms/room_x/participants?limit=100");
 });
 
 test("the API key never prints", () => {
