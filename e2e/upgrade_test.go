@@ -30,8 +30,8 @@ type upgradeManifest struct {
 	Release      string    `json:"release"`
 	WrittenAt    time.Time `json:"written_at"` // the fake clock when the server stopped
 	Boot         bootstrap `json:"boot"`
-	Session      string    `json:"session"`       // the owner's dashboard session
-	SecondKey    string    `json:"second_key"`    // an active key made after bootstrap
+	Session      string    `json:"session"`        // the owner's dashboard session
+	SecondKey    string    `json:"second_key"`     // an active key made after bootstrap
 	RevokedKeyID string    `json:"revoked_key_id"` // a revoked key
 	WaitingRoom  string    `json:"waiting_room"`
 	Participants []string  `json:"participants"` // of the waiting room, created
