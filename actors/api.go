@@ -471,7 +471,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
 	state := newProjectState(project)
-	state.apply(&projectEvent{APIKeyCreated: &key})
+	state.Apply(&projectEvent{APIKeyCreated: &key})
 
 	b := s.NewBatch()
 	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
@@ -480,17 +480,17 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(billing.BootstrapCredit),
 			BalanceAfter: int64(billing.BootstrapCredit), Description: "opening credit of the first workspace",
 			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
-		wallet.apply(&walletEvent{LedgerEntryAdded: &entry})
-		wallet.apply(&walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
+		wallet.Apply(&walletEvent{LedgerEntryAdded: &entry})
+		wallet.Apply(&walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
 		view := LedgerEntryView{Object: "ledger_entry", ID: entry.ID, Type: entry.Type,
 			Amount: money.Micros(entry.Amount).Format(ledgerAmountDecimals), BalanceAfter: money.Micros(entry.BalanceAfter).Format(ledgerAmountDecimals),
 			Currency: billing.Currency, Description: entry.Description, Reference: entry.Reference, CreatedAt: Timestamp(now)}
 		_ = b.Set(persistence.IndexKey(persistence.PrefixLedger, accountID, now.UnixNano(), entry.ID), mustJSON(view), nil)
 	}
 	_ = b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil, nil)
-	persistence.WriteSnapshotAt(b, "wallet/"+accountID, 0, encode(wallet))
+	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(wallet))
 	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
-	persistence.WriteSnapshotAt(b, "project/"+project.ID, 0, encode(state))
+	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(state))
 	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()), nil)
 	audit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
 		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
@@ -504,9 +504,9 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 		{MemberSet: &memberSet{AccountID: accountID, UserID: user.ID, Role: RoleOwner, At: now}},
 		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}},
 	} {
-		dir.apply(&ev)
+		dir.Apply(&ev)
 	}
-	persistence.WriteSnapshotAt(b, directoryActorID, 0, encode(dir))
+	persistence.WriteSnapshotAt(b, directoryJournal(), 0, encode(dir))
 	wsAudit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
 		Target: AuditTarget{Type: "account", ID: accountID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": account.Name, "owner_email": owner}}

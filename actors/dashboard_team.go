@@ -35,7 +35,7 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 		project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
 		b := a.e.store.NewBatch()
 		_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
-		persistence.WriteSnapshotAt(b, "project/"+project.ID, 0, encode(newProjectState(project)))
+		persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 		a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
 		a.e.writeAccountAudit(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
 		body := mustJSON(projectView(&project))

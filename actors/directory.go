@@ -11,8 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/goccy/go-json"
-	"rtcd/persistence"
 	"rtcd/scopes"
 )
 
@@ -82,9 +80,6 @@ const (
 	// invitations are dropped.
 	directorySweepInterval = time.Minute
 )
-
-// directoryActorID names the directory's journal and snapshot.
-const directoryActorID = "directory"
 
 // User is a person who signs in to the dashboard.
 type User struct {
@@ -269,6 +264,9 @@ func newDirectoryState() *directoryState {
 	return s
 }
 
+// Loaded rebuilds the derived maps after a snapshot is decoded.
+func (s *directoryState) Loaded() { s.index() }
+
 // index rebuilds the derived maps (after loading a snapshot).
 func (s *directoryState) index() {
 	if s.Users == nil {
@@ -331,8 +329,8 @@ func (s *directoryState) addUserSession(userID, hash string) {
 	m[hash] = struct{}{}
 }
 
-// apply changes the state by one event; pure, as the other actors' apply.
-func (s *directoryState) apply(e *directoryEvent) {
+// Apply changes the state by one event; pure, as the other owners' Apply.
+func (s *directoryState) Apply(e *directoryEvent) {
 	switch {
 	case e.UserCreated != nil:
 		u := *e.UserCreated
@@ -472,8 +470,8 @@ func RoleScopes(role string) scopes.Set {
 type directoryActor struct {
 	e            *Engine
 	shared       *directoryShared
-	journal      *persistence.Journal
-	state        *directoryState
+	log          *eventLog[directoryEvent, *directoryState]
+	state        *directoryState // log.state
 	recoveryErrs chan<- error
 	recovered    bool
 	// signInSends keeps, per address, when sign-in mails were sent within
@@ -491,7 +489,7 @@ func (e *Engine) spawnDirectory(recoveryErrs chan<- error) {
 	e.recovering.Add(1)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})))
-	pid, err := e.system.Root.SpawnNamed(props, directoryActorID)
+	pid, err := e.system.Root.SpawnNamed(props, directoryJournal())
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
 	}
@@ -528,28 +526,11 @@ func (a *directoryActor) recover() {
 	a.recovered = true
 	a.signInSends = make(map[string][]time.Time)
 	a.archiving = make(map[string]bool)
-	a.journal = persistence.NewJournal(a.e.store, directoryActorID, a.e.settings.SnapshotEveryEvents)
-	a.state = nil
-	_, err := a.journal.Recover(
-		func(state []byte) error {
-			a.state = &directoryState{}
-			if err := json.Unmarshal(state, a.state); err != nil {
-				return err
-			}
-			a.state.index()
-			return nil
-		},
-		func(event []byte) error {
-			var ev directoryEvent
-			if err := json.Unmarshal(event, &ev); err != nil {
-				return err
-			}
-			if a.state == nil { // a journal without a snapshot starts empty
-				a.state = newDirectoryState()
-			}
-			a.state.apply(&ev)
-			return nil
-		})
+	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
+	// A data directory initialised before the dashboard existed has no
+	// snapshot of the directory: it starts empty.
+	log, err := recoverLog(a.e.store, directoryJournal(), a.e.settings.SnapshotEveryEvents,
+		func() *directoryState { return &directoryState{} }, newDirectoryState)
 	if err != nil {
 		if first {
 			a.recoveryErrs <- err
@@ -558,10 +539,7 @@ func (a *directoryActor) recover() {
 		}
 		return
 	}
-	if a.state == nil {
-		// A data directory initialised before the dashboard existed.
-		a.state = newDirectoryState()
-	}
+	a.log, a.state = log, log.state
 	a.shared.sessions.Range(func(k, _ any) bool { a.shared.sessions.Delete(k); return true })
 	for _, ss := range a.state.Sessions {
 		a.publishSession(ss)
@@ -569,16 +547,10 @@ func (a *directoryActor) recover() {
 	a.publishRoles()
 }
 
-// record appends events to the journal in b and applies them, adding a
-// snapshot when one is due; the caller commits b.
+// record appends events to the directory's journal in b and applies them
+// (eventLog.record); the caller commits b.
 func (a *directoryActor) record(b *pebble.Batch, events ...directoryEvent) {
-	for i := range events {
-		a.journal.Append(b, encode(&events[i]))
-		a.state.apply(&events[i])
-	}
-	if a.journal.SnapshotDue() {
-		a.journal.WriteSnapshot(b, encode(a.state))
-	}
+	a.log.record(b, events...)
 }
 
 func hashKey(h string) ([32]byte, bool) {

@@ -248,9 +248,9 @@ func (a *directoryActor) newWorkspace(b *pebble.Batch, ownerID, name string, u *
 	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
 	_ = b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil, nil)
-	persistence.WriteSnapshotAt(b, "wallet/"+accountID, 0, encode(newWalletState(account, e.settings.Billing.creditStateOf(0))))
+	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(newWalletState(account, e.settings.Billing.creditStateOf(0))))
 	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
-	persistence.WriteSnapshotAt(b, "project/"+project.ID, 0, encode(newProjectState(project)))
+	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 	if u == nil {
 		u = &DashboardUser{UserID: ownerID}
 	}

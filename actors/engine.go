@@ -320,11 +320,11 @@ func (e *Engine) spawnWallet(id string, recoveryErrs chan<- error) *walletHandle
 	e.recovering.Add(1)
 	// The PID of a named actor is known before it starts, so the handle is
 	// complete before the actor can look itself up.
-	h.pid = actor.NewPID(e.system.Address(), "wallet/"+id)
+	h.pid = actor.NewPID(e.system.Address(), walletJournal(id))
 	e.wallets.Store(id, h)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.walletMailbox})))
-	if _, err := e.system.Root.SpawnNamed(props, "wallet/"+id); err != nil {
+	if _, err := e.system.Root.SpawnNamed(props, walletJournal(id)); err != nil {
 		panic(fmt.Sprintf("actors: spawning wallet %s: %v", id, err))
 	}
 	return h
@@ -353,7 +353,7 @@ func (e *Engine) spawnProject(id string, created *Project, recoveryErrs chan<- e
 	e.recovering.Add(1)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))
-	pid, err := e.system.Root.SpawnNamed(props, "project/"+id)
+	pid, err := e.system.Root.SpawnNamed(props, projectJournal(id))
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning project %s: %v", id, err)) // names are unique ids: a bug
 	}
@@ -371,7 +371,7 @@ func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, 
 	h := &roomHandle{projectID: projectID}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Unbounded(depthCounter{&e.roomMailbox}, depthCounter{&h.depth})))
-	pid, err := e.system.Root.SpawnNamed(props, "room/"+id)
+	pid, err := e.system.Root.SpawnNamed(props, roomJournal(id))
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning room %s: %v", id, err))
 	}

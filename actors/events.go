@@ -81,10 +81,18 @@ func newRoomState(r Room) *roomState {
 	return &roomState{Room: r, Participants: make(map[string]*Participant)}
 }
 
-// apply changes the state by one event. It is pure (no I/O, no clock) and
+// Loaded completes a snapshot: a room created without participants has
+// none in its JSON.
+func (s *roomState) Loaded() {
+	if s.Participants == nil {
+		s.Participants = make(map[string]*Participant)
+	}
+}
+
+// Apply changes the state by one event. It is pure (no I/O, no clock) and
 // is used both at run time and on replay; validation happened before the
-// event was produced, so apply trusts it.
-func (s *roomState) apply(e *roomEvent) {
+// event was produced, so Apply trusts it.
+func (s *roomState) Apply(e *roomEvent) {
 	if e.EventSeq > s.EventSeq {
 		s.EventSeq = e.EventSeq
 	}
@@ -213,8 +221,18 @@ func newProjectState(p Project) *projectState {
 	return &projectState{Project: p, ActiveRooms: make(map[string]struct{}), Keys: make(map[string]*APIKey)}
 }
 
-// apply changes the state by one event; pure, as roomState.apply.
-func (s *projectState) apply(e *projectEvent) {
+// Loaded completes a snapshot (maps JSON left nil).
+func (s *projectState) Loaded() {
+	if s.ActiveRooms == nil {
+		s.ActiveRooms = make(map[string]struct{})
+	}
+	if s.Keys == nil {
+		s.Keys = make(map[string]*APIKey)
+	}
+}
+
+// Apply changes the state by one event; pure, as roomState.Apply.
+func (s *projectState) Apply(e *projectEvent) {
 	switch {
 	case e.RoomCreated != nil:
 		s.ActiveRooms[e.RoomCreated.RoomID] = struct{}{}

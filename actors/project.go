@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/goccy/go-json"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -62,8 +61,8 @@ type projectActor struct {
 	e            *Engine
 	id           string
 	shared       *projectShared
-	journal      *persistence.Journal
-	state        *projectState
+	log          *eventLog[projectEvent, *projectState]
+	state        *projectState // log.state
 	recoveryErrs chan<- error
 	// registered is closed once spawnProject has published the project's
 	// handle. The actor starts as soon as it is spawned, before that, and
@@ -120,25 +119,10 @@ func (a *projectActor) recover() {
 		<-a.registered
 	}
 	a.recovered = true
-	a.state = nil
 	a.idemInFlight = make(map[[32]byte]time.Time)
-	a.journal = persistence.NewJournal(a.e.store, "project/"+a.id, a.e.settings.SnapshotEveryEvents)
-	_, err := a.journal.Recover(
-		func(state []byte) error {
-			a.state = &projectState{}
-			return json.Unmarshal(state, a.state)
-		},
-		func(event []byte) error {
-			var ev projectEvent
-			if err := json.Unmarshal(event, &ev); err != nil {
-				return err
-			}
-			a.state.apply(&ev)
-			return nil
-		})
-	if err == nil && a.state == nil {
-		err = fmt.Errorf("actors: project %s has no snapshot", a.id)
-	}
+	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
+	log, err := recoverLog(a.e.store, projectJournal(a.id), a.e.settings.SnapshotEveryEvents,
+		func() *projectState { return &projectState{} }, nil)
 	if err != nil {
 		if first {
 			a.recoveryErrs <- err
@@ -147,12 +131,7 @@ func (a *projectActor) recover() {
 		}
 		return
 	}
-	if a.state.ActiveRooms == nil {
-		a.state.ActiveRooms = make(map[string]struct{})
-	}
-	if a.state.Keys == nil {
-		a.state.Keys = make(map[string]*APIKey)
-	}
+	a.log, a.state = log, log.state
 	wh, ok := a.e.wallet(a.state.Project.AccountID)
 	if !ok {
 		err := fmt.Errorf("actors: project %s belongs to account %s, which has no wallet", a.id, a.state.Project.AccountID)
@@ -192,18 +171,9 @@ func (a *projectActor) publish() {
 	a.shared.project.Store(&p)
 }
 
-// record appends events to the journal in b, applies them to the state, and
-// adds a snapshot to b when one is due. The caller adds the read records and
-// commits b; nothing is acknowledged before that commit is durable.
-func (a *projectActor) record(b *pebble.Batch, events ...projectEvent) {
-	for i := range events {
-		a.journal.Append(b, encode(&events[i]))
-		a.state.apply(&events[i])
-	}
-	if a.journal.SnapshotDue() {
-		a.journal.WriteSnapshot(b, encode(a.state))
-	}
-}
+// record appends events to the project's journal in b and applies them
+// (eventLog.record); the caller adds the read records and commits b.
+func (a *projectActor) record(b *pebble.Batch, events ...projectEvent) { a.log.record(b, events...) }
 
 func (a *projectActor) createRoom(m *createRoom) {
 	e := a.e
@@ -240,7 +210,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	body := mustJSON(room.view())
 
 	b := e.store.NewBatch()
-	persistence.WriteSnapshotAt(b, "room/"+room.ID, 0, encode(newRoomState(room)))
+	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
 	_ = b.Set(roomRecordKey(a.id, room.ID), body, nil)
 	_ = b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID), nil)
 	if m.idem != nil {

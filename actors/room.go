@@ -1,12 +1,10 @@
 package actors
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/goccy/go-json"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -43,8 +41,8 @@ type roomActor struct {
 	id           string
 	projectID    string
 	project      *projectShared
-	journal      *persistence.Journal
-	state        *roomState
+	log          *eventLog[roomEvent, *roomState]
+	state        *roomState   // log.state
 	recoveryErrs chan<- error // nil when spawned at run time (its snapshot is in the creating batch)
 
 	// As in projectActor: recovery may run again after a restart, so the
@@ -88,24 +86,9 @@ func (a *roomActor) recover(ctx actor.Context) {
 		defer a.e.recovering.Done()
 	}
 	a.recovered = true
-	a.state = nil
-	a.journal = persistence.NewJournal(a.e.store, "room/"+a.id, a.e.settings.SnapshotEveryEvents)
-	_, err := a.journal.Recover(
-		func(state []byte) error {
-			a.state = &roomState{}
-			return json.Unmarshal(state, a.state)
-		},
-		func(event []byte) error {
-			var ev roomEvent
-			if err := json.Unmarshal(event, &ev); err != nil {
-				return err
-			}
-			a.state.apply(&ev)
-			return nil
-		})
-	if err == nil && a.state == nil {
-		err = fmt.Errorf("actors: room %s has no snapshot", a.id)
-	}
+	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
+	log, err := recoverLog(a.e.store, roomJournal(a.id), a.e.settings.SnapshotEveryEvents,
+		func() *roomState { return &roomState{} }, nil)
 	if err != nil {
 		if first && a.recoveryErrs != nil {
 			// The channel has room for one error per project and one more,
@@ -120,9 +103,7 @@ func (a *roomActor) recover(ctx actor.Context) {
 		}
 		return
 	}
-	if a.state.Participants == nil {
-		a.state.Participants = make(map[string]*Participant)
-	}
+	a.log, a.state = log, log.state
 	// Recovered cap slots count again; no limit check, they were admitted.
 	delta := int64(a.state.Connected - a.countedSlots)
 	a.project.activeParticipants.Add(delta)
@@ -144,16 +125,8 @@ func (a *roomActor) projectPID() *actor.PID {
 	return h.pid
 }
 
-// record is projectActor.record for rooms.
-func (a *roomActor) record(b *pebble.Batch, events ...roomEvent) {
-	for i := range events {
-		a.journal.Append(b, encode(&events[i]))
-		a.state.apply(&events[i])
-	}
-	if a.journal.SnapshotDue() {
-		a.journal.WriteSnapshot(b, encode(a.state))
-	}
-}
+// record appends events to the room's journal in b and applies them.
+func (a *roomActor) record(b *pebble.Batch, events ...roomEvent) { a.log.record(b, events...) }
 
 func (a *roomActor) putRoomRecord(b *pebble.Batch) []byte {
 	body := mustJSON(a.state.Room.view())

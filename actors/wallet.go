@@ -179,8 +179,15 @@ func newWalletState(a Account, creditState string) *walletState {
 	return &walletState{Account: a, CreditState: creditState, Topups: make(map[string]*Topup)}
 }
 
-// apply changes the state by one event; pure, as roomState.apply.
-func (s *walletState) apply(e *walletEvent) {
+// Loaded completes a snapshot (maps JSON left nil).
+func (s *walletState) Loaded() {
+	if s.Topups == nil {
+		s.Topups = make(map[string]*Topup)
+	}
+}
+
+// Apply changes the state by one event; pure, as roomState.Apply.
+func (s *walletState) Apply(e *walletEvent) {
 	switch {
 	case e.LedgerEntryAdded != nil:
 		s.Balance = e.LedgerEntryAdded.BalanceAfter
@@ -253,8 +260,8 @@ type walletActor struct {
 	e            *Engine
 	id           string // account id
 	shared       *accountShared
-	journal      *persistence.Journal
-	state        *walletState
+	log          *eventLog[walletEvent, *walletState]
+	state        *walletState // log.state
 	recoveryErrs chan<- error
 	recovered    bool
 }
@@ -295,24 +302,9 @@ func (a *walletActor) recover() {
 		defer a.e.recovering.Done()
 	}
 	a.recovered = true
-	a.state = nil
-	a.journal = persistence.NewJournal(a.e.store, "wallet/"+a.id, a.e.settings.SnapshotEveryEvents)
-	_, err := a.journal.Recover(
-		func(state []byte) error {
-			a.state = &walletState{}
-			return json.Unmarshal(state, a.state)
-		},
-		func(event []byte) error {
-			var ev walletEvent
-			if err := json.Unmarshal(event, &ev); err != nil {
-				return err
-			}
-			a.state.apply(&ev)
-			return nil
-		})
-	if err == nil && a.state == nil {
-		err = fmt.Errorf("actors: wallet %s has no snapshot", a.id)
-	}
+	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
+	log, err := recoverLog(a.e.store, walletJournal(a.id), a.e.settings.SnapshotEveryEvents,
+		func() *walletState { return &walletState{} }, nil)
 	if err != nil {
 		if first {
 			a.recoveryErrs <- err
@@ -321,9 +313,7 @@ func (a *walletActor) recover() {
 		}
 		return
 	}
-	if a.state.Topups == nil {
-		a.state.Topups = make(map[string]*Topup)
-	}
+	a.log, a.state = log, log.state
 	// Thresholds come from configuration: when an operator changed them, the
 	// state moves now (with its webhook event), not at the next entry.
 	if want := a.e.settings.Billing.creditStateOf(a.state.Balance); want != a.state.CreditState {
@@ -342,15 +332,8 @@ func (a *walletActor) publish() {
 	a.shared.gateClosed.Store(a.e.settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
 }
 
-func (a *walletActor) record(b *pebble.Batch, events ...walletEvent) {
-	for i := range events {
-		a.journal.Append(b, encode(&events[i]))
-		a.state.apply(&events[i])
-	}
-	if a.journal.SnapshotDue() {
-		a.journal.WriteSnapshot(b, encode(a.state))
-	}
-}
+// record appends events to the wallet's journal in b and applies them.
+func (a *walletActor) record(b *pebble.Batch, events ...walletEvent) { a.log.record(b, events...) }
 
 // addLedgerEntry records a balance change, its ledger record, and any credit
 // state move with its webhook events, all into b.
