@@ -412,7 +412,7 @@ func CheckMasterKey(s *persistence.Store, keys auth.Keys) error {
 	stored, err := s.Get(keyCheckKey)
 	if errors.Is(err, persistence.ErrNotFound) {
 		b := s.NewBatch() // initialised before key checks existed: record it now
-		_ = b.Set(keyCheckKey, keyCheck(keys), nil)
+		b.Set(keyCheckKey, keyCheck(keys))
 		return s.CommitAndWait(b)
 	}
 	if err != nil {
@@ -470,8 +470,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	operator := Actor{Type: "operator", ID: "rtcd init"}
 	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
-	state := newProjectState(project)
-	state.Apply(&projectEvent{APIKeyCreated: &key})
+	state := applyAll(newProjectState(project), projectEvent{APIKeyCreated: &key})
 
 	b := s.NewBatch()
 	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
@@ -480,39 +479,35 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(billing.BootstrapCredit),
 			BalanceAfter: int64(billing.BootstrapCredit), Description: "opening credit of the first workspace",
 			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
-		wallet.Apply(&walletEvent{LedgerEntryAdded: &entry})
-		wallet.Apply(&walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
+		applyAll(wallet, walletEvent{LedgerEntryAdded: &entry},
+			walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
 		view := LedgerEntryView{Object: "ledger_entry", ID: entry.ID, Type: entry.Type,
 			Amount: money.Micros(entry.Amount).Format(ledgerAmountDecimals), BalanceAfter: money.Micros(entry.BalanceAfter).Format(ledgerAmountDecimals),
 			Currency: billing.Currency, Description: entry.Description, Reference: entry.Reference, CreatedAt: Timestamp(now)}
-		_ = b.Set(persistence.IndexKey(persistence.PrefixLedger, accountID, now.UnixNano(), entry.ID), mustJSON(view), nil)
+		b.Set(persistence.IndexKey(persistence.PrefixLedger, accountID, now.UnixNano(), entry.ID), mustJSON(view))
 	}
-	_ = b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil, nil)
+	b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil)
 	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(wallet))
-	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
+	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
 	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(state))
-	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()))
 	audit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
 		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
-	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit), nil)
-	dir := newDirectoryState()
+	b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit))
 	user := User{ID: ids.New(ids.User), Email: owner, Name: "", CreatedAt: now}
-	for _, ev := range []directoryEvent{
-		{UserCreated: &user},
-		{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}},
-		{MemberSet: &memberSet{AccountID: accountID, UserID: user.ID, Role: RoleOwner, At: now}},
-		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}},
-	} {
-		dir.Apply(&ev)
-	}
+	dir := applyAll(newDirectoryState(),
+		directoryEvent{UserCreated: &user},
+		directoryEvent{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}},
+		directoryEvent{MemberSet: &memberSet{AccountID: accountID, UserID: user.ID, Role: RoleOwner, At: now}},
+		directoryEvent{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}})
 	persistence.WriteSnapshotAt(b, directoryJournal(), 0, encode(dir))
 	wsAudit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
 		Target: AuditTarget{Type: "account", ID: accountID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": account.Name, "owner_email": owner}}
-	_ = b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), mustJSON(wsAudit), nil)
-	_ = b.Set(keyCheckKey, keyCheck(keys), nil)
-	_ = b.Set(initializedKey, []byte(Timestamp(now)), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), mustJSON(wsAudit))
+	b.Set(keyCheckKey, keyCheck(keys))
+	b.Set(initializedKey, []byte(Timestamp(now)))
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err
 	}

@@ -16,6 +16,14 @@ import (
 // t0 is the instant the test rooms and projects are created.
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
+// mustApply applies one event and fails the test if it does not apply.
+func mustApply[E any, S ownerState[E]](t *testing.T, s S, e *E) {
+	t.Helper()
+	if err := s.Apply(e); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 
 func testRoom() Room {
@@ -191,7 +199,7 @@ func TestRoomApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRoomState(testRoom())
 			for i := range tc.events {
-				s.Apply(&tc.events[i])
+				mustApply(t, s, &tc.events[i])
 				checkRoomInvariants(t, s, fmt.Sprintf("event %d (%s)", i, eventName(tc.events[i])))
 			}
 			if got := summarize(s); got != tc.want {
@@ -208,7 +216,7 @@ func TestRoomApply(t *testing.T) {
 func TestRoomApplyCopiesTheCreatedParticipant(t *testing.T) {
 	s := newRoomState(testRoom())
 	ev := created("p1", 1)
-	s.Apply(&ev)
+	mustApply(t, s, &ev)
 	ev.ParticipantCreated.Status = "tampered"
 	if s.Participants["p1"].Status != ParticipantCreated {
 		t.Fatal("the state aliases the event's participant")
@@ -224,20 +232,20 @@ func TestRoomReplayEquivalence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live := newRoomState(testRoom())
 			for i := range tc.events {
-				live.Apply(&tc.events[i])
+				mustApply(t, live, &tc.events[i])
 			}
 			want := encode(live)
 			for k := 0; k <= len(tc.events); k++ {
 				s := newRoomState(testRoom())
 				for i := 0; i < k; i++ {
-					s.Apply(roundTrip(t, &tc.events[i]))
+					mustApply(t, s, roundTrip(t, &tc.events[i]))
 				}
 				rec := roundTrip(t, s) // the snapshot at k
 				if rec.Participants == nil {
 					t.Fatalf("snapshot at %d decodes with a nil participant map", k)
 				}
 				for i := k; i < len(tc.events); i++ {
-					rec.Apply(roundTrip(t, &tc.events[i]))
+					mustApply(t, rec, roundTrip(t, &tc.events[i]))
 					checkRoomInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 				}
 				if got := encode(rec); !bytes.Equal(got, want) {
@@ -341,7 +349,7 @@ func TestProjectApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newProjectState(testProject())
 			for i := range tc.events {
-				s.Apply(&tc.events[i])
+				mustApply(t, s, &tc.events[i])
 				checkProjectInvariants(t, s, fmt.Sprintf("event %d", i))
 			}
 			if got := summarizeProject(s); got != tc.want {
@@ -363,20 +371,20 @@ func TestProjectReplayEquivalence(t *testing.T) {
 				}
 				live := newProjectState(p)
 				for i := range tc.events {
-					live.Apply(&tc.events[i])
+					mustApply(t, live, &tc.events[i])
 				}
 				want := encode(live)
 				for k := 0; k <= len(tc.events); k++ {
 					s := newProjectState(p)
 					for i := 0; i < k; i++ {
-						s.Apply(roundTrip(t, &tc.events[i]))
+						mustApply(t, s, roundTrip(t, &tc.events[i]))
 					}
 					rec := roundTrip(t, s)
 					if rec.ActiveRooms == nil || rec.Keys == nil {
 						t.Fatalf("snapshot at %d decodes with nil maps", k)
 					}
 					for i := k; i < len(tc.events); i++ {
-						rec.Apply(roundTrip(t, &tc.events[i]))
+						mustApply(t, rec, roundTrip(t, &tc.events[i]))
 						checkProjectInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 					}
 					if got := encode(rec); !bytes.Equal(got, want) {
@@ -418,7 +426,7 @@ func TestProjectSnapshotBeforeLastUse(t *testing.T) {
 		t.Fatalf("old key renders %s, want last_used_at null", v)
 	}
 	ev := keyUsed("k1", 90)
-	s.Apply(roundTrip(t, &ev))
+	mustApply(t, &s, roundTrip(t, &ev))
 	if got := mustJSON(k.view()); !bytes.Contains(got, []byte(`"last_used_at":"2026-11-22T12:01:30.000Z"`)) {
 		t.Fatalf("after a use the key renders %s", got)
 	}

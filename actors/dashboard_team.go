@@ -4,8 +4,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -34,7 +32,7 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 		now := a.e.createdAt()
 		project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
 		b := a.e.store.NewBatch()
-		_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
+		b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
 		persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 		a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
 		a.e.writeAccountAudit(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
@@ -271,7 +269,7 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 // dropInvitationsBy revokes the pending invitations userID sent in w: an
 // invitation carries its sender's authority, which ends when they leave or
 // become a plain member. It returns the events and adds the audits to b.
-func (a *directoryActor) dropInvitationsBy(b *pebble.Batch, w *Workspace, userID string, u *DashboardUser) []directoryEvent {
+func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, userID string, u *DashboardUser) []directoryEvent {
 	now := a.e.clock.Now()
 	var ids []string
 	for id, inv := range w.Invitations {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cockroachdb/pebble/v2"
+	"rtcd/persistence"
 	"rtcd/scopes"
 )
 
@@ -329,18 +329,25 @@ func (s *directoryState) addUserSession(userID, hash string) {
 	m[hash] = struct{}{}
 }
 
-// Apply changes the state by one event; pure, as the other owners' Apply.
-func (s *directoryState) Apply(e *directoryEvent) {
+// Apply changes the state by one event; pure, and checking what it looks
+// up, as the other owners' Apply.
+func (s *directoryState) Apply(e *directoryEvent) error {
 	switch {
 	case e.UserCreated != nil:
 		u := *e.UserCreated
+		if _, dup := s.Users[u.ID]; dup {
+			return fmt.Errorf("user_created: user %s already exists", u.ID)
+		}
 		s.Users[u.ID] = &u
 		s.byEmail[u.Email] = u.ID
 		if u.GoogleSubject != "" {
 			s.byGoogle[u.GoogleSubject] = u.ID
 		}
 	case e.UserUpdated != nil:
-		u := s.Users[e.UserUpdated.UserID]
+		u, ok := s.Users[e.UserUpdated.UserID]
+		if !ok {
+			return fmt.Errorf("user_updated: no user %s", e.UserUpdated.UserID)
+		}
 		u.Name = e.UserUpdated.Name
 		if sub := e.UserUpdated.GoogleSubject; sub != "" {
 			u.GoogleSubject = sub
@@ -348,16 +355,32 @@ func (s *directoryState) Apply(e *directoryEvent) {
 		}
 	case e.WorkspaceCreated != nil:
 		w := e.WorkspaceCreated
+		if _, dup := s.Workspaces[w.ID]; dup {
+			return fmt.Errorf("workspace_created: workspace %s already exists", w.ID)
+		}
 		s.Workspaces[w.ID] = &Workspace{ID: w.ID, Name: w.Name, CreatedAt: w.CreatedAt,
 			Members: make(map[string]*Membership), Invitations: make(map[string]*Invitation)}
 	case e.WorkspaceRenamed != nil:
-		s.Workspaces[e.WorkspaceRenamed.AccountID].Name = e.WorkspaceRenamed.Name
+		w, err := s.workspace("workspace_renamed", e.WorkspaceRenamed.AccountID)
+		if err != nil {
+			return err
+		}
+		w.Name = e.WorkspaceRenamed.Name
 	case e.ProjectAdded != nil:
-		w := s.Workspaces[e.ProjectAdded.AccountID]
+		w, err := s.workspace("project_added", e.ProjectAdded.AccountID)
+		if err != nil {
+			return err
+		}
 		w.ProjectIDs = append(w.ProjectIDs, e.ProjectAdded.ProjectID)
 	case e.MemberSet != nil:
 		m := e.MemberSet
-		w := s.Workspaces[m.AccountID]
+		w, err := s.workspace("member_set", m.AccountID)
+		if err != nil {
+			return err
+		}
+		if _, ok := s.Users[m.UserID]; !ok {
+			return fmt.Errorf("member_set: no user %s", m.UserID)
+		}
 		if cur, ok := w.Members[m.UserID]; ok {
 			cur.Role = m.Role
 		} else {
@@ -365,20 +388,38 @@ func (s *directoryState) Apply(e *directoryEvent) {
 			s.addUserAccount(m.UserID, m.AccountID)
 		}
 	case e.MemberRemoved != nil:
-		delete(s.Workspaces[e.MemberRemoved.AccountID].Members, e.MemberRemoved.UserID)
+		w, err := s.workspace("member_removed", e.MemberRemoved.AccountID)
+		if err != nil {
+			return err
+		}
+		delete(w.Members, e.MemberRemoved.UserID)
 		delete(s.userAccounts[e.MemberRemoved.UserID], e.MemberRemoved.AccountID)
 	case e.InvitationCreated != nil:
 		inv := *e.InvitationCreated
-		s.Workspaces[inv.AccountID].Invitations[inv.ID] = &inv
+		w, err := s.workspace("invitation_created", inv.AccountID)
+		if err != nil {
+			return err
+		}
+		w.Invitations[inv.ID] = &inv
 		s.invitations[inv.Hash] = &inv
 	case e.InvitationClosed != nil:
 		c := e.InvitationClosed
-		inv := s.Workspaces[c.AccountID].Invitations[c.InvitationID]
+		w, err := s.workspace("invitation_closed", c.AccountID)
+		if err != nil {
+			return err
+		}
+		inv, ok := w.Invitations[c.InvitationID]
+		if !ok {
+			return fmt.Errorf("invitation_closed: workspace %s has no invitation %s", c.AccountID, c.InvitationID)
+		}
 		inv.Status = c.Status
 		inv.ClosedAt = c.At
 		inv.AcceptedBy = c.By
 	case e.InvitationsDropped != nil:
-		w := s.Workspaces[e.InvitationsDropped.AccountID]
+		w, err := s.workspace("invitations_dropped", e.InvitationsDropped.AccountID)
+		if err != nil {
+			return err
+		}
 		for _, id := range e.InvitationsDropped.IDs {
 			if inv, ok := w.Invitations[id]; ok {
 				delete(s.invitations, inv.Hash)
@@ -407,7 +448,19 @@ func (s *directoryState) Apply(e *directoryEvent) {
 		for _, h := range e.SignInLinksDropped.Hashes {
 			delete(s.SignInLinks, h)
 		}
+	default:
+		return errUnknownEvent
 	}
+	return nil
+}
+
+// workspace is the workspace an event of kind names.
+func (s *directoryState) workspace(kind, accountID string) (*Workspace, error) {
+	w, ok := s.Workspaces[accountID]
+	if !ok {
+		return nil, fmt.Errorf("%s: no workspace %s", kind, accountID)
+	}
+	return w, nil
 }
 
 // ownerCount is the number of owners of w.
@@ -549,7 +602,7 @@ func (a *directoryActor) recover() {
 
 // record appends events to the directory's journal in b and applies them
 // (eventLog.record); the caller commits b.
-func (a *directoryActor) record(b *pebble.Batch, events ...directoryEvent) {
+func (a *directoryActor) record(b *persistence.Batch, events ...directoryEvent) {
 	a.log.record(b, events...)
 }
 

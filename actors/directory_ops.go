@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -184,7 +183,7 @@ func pageOf(records [][]byte, limit int) []byte {
 
 // writeAccountAudit adds a workspace-level audit entry (team, invitations,
 // projects) to b.
-func (e *Engine) writeAccountAudit(b *pebble.Batch, accountID string, u *DashboardUser, action string, target AuditTarget, details map[string]any) {
+func (e *Engine) writeAccountAudit(b *persistence.Batch, accountID string, u *DashboardUser, action string, target AuditTarget, details map[string]any) {
 	now := e.createdAt()
 	if details == nil {
 		details = map[string]any{}
@@ -198,7 +197,7 @@ func (e *Engine) writeAccountAudit(b *pebble.Batch, accountID string, u *Dashboa
 	} else {
 		entry.Actor = Actor{Type: "system", ID: "rtcd"}
 	}
-	_ = b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), entry.ID), mustJSON(entry), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), entry.ID), mustJSON(entry))
 }
 
 // --- shared steps ------------------------------------------------------------
@@ -242,14 +241,14 @@ func (a *directoryActor) ownedCount(userID string) int {
 // and a first project, and returns its view (as its owner sees it), the
 // directory events and a function that starts the wallet and project
 // actors (call it once b is applied).
-func (a *directoryActor) newWorkspace(b *pebble.Batch, ownerID, name string, u *DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
+func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string, u *DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
 	e := a.e
 	accountID := ids.New(ids.Account)
 	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
-	_ = b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil, nil)
+	b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil)
 	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(newWalletState(account, e.settings.Billing.creditStateOf(0))))
-	_ = b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil, nil)
+	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
 	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 	if u == nil {
 		u = &DashboardUser{UserID: ownerID}
@@ -293,7 +292,7 @@ type signInRequest struct {
 // to them, creates the session, and adds it all to b. New people get their
 // own workspace unless a valid invitation addressed to them brings them
 // into one; an open invitation alone never replaces their workspace.
-func (a *directoryActor) completeSignIn(b *pebble.Batch, r signInRequest, now time.Time) (func(), SessionView) {
+func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, now time.Time) (func(), SessionView) {
 	var events []directoryEvent
 	start := func() {}
 	userID, exists := "", false
@@ -381,7 +380,7 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 // memberships changed, republishes the roles; it answers once b is
 // durable. The answer waits for start: a caller told about a new project
 // may use it at once, so its actor must be registered first.
-func (a *directoryActor) commitAndStart(b *pebble.Batch, start func(), rolesChanged bool, answer reply, respond func(reply)) {
+func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer reply, respond func(reply)) {
 	started := make(chan struct{})
 	a.e.store.Commit(b, func() {
 		<-started

@@ -167,7 +167,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	fromJournal := newDirectoryState() // each event through its JSON, as recovery reads it
 	for i := range events {
 		before := string(encode(&events[i]))
-		live.Apply(&events[i])
+		mustApply(t, live, &events[i])
 		if after := string(encode(&events[i])); after != before {
 			t.Fatalf("event %d: apply changed its event:\n%s\n%s", i, before, after)
 		}
@@ -175,7 +175,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 		if err := json.Unmarshal(encode(&events[i]), &ev); err != nil {
 			t.Fatal(err)
 		}
-		fromJournal.Apply(&ev)
+		mustApply(t, fromJournal, &ev)
 
 		// After every event: the snapshot round trip and the journal replay
 		// give the same state, the same indexes and the same roles.
@@ -272,7 +272,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	// Replaying the whole journal on a fresh state is deterministic.
 	again := newDirectoryState()
 	for _, ev := range directoryEvents() {
-		again.Apply(&ev)
+		mustApply(t, again, &ev)
 	}
 	if string(encode(again)) != string(encode(reloaded(t, again))) || dirIndexes(t, again) != want {
 		t.Error("a second replay differs")
@@ -290,8 +290,8 @@ func TestDirectoryIndexOfSparseSnapshot(t *testing.T) {
 	if s.Sessions == nil || s.SignInLinks == nil || s.Workspaces["acct_a"].Members == nil || s.Workspaces["acct_a"].Invitations == nil {
 		t.Fatal("index left a nil map")
 	}
-	s.Apply(&directoryEvent{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_a", Role: RoleOwner, At: t0}})
-	s.Apply(&directoryEvent{SessionCreated: &Session{Hash: dirHash(1), UserID: "usr_a", ExpiresAt: t0.Add(time.Hour)}})
+	mustApply(t, &s, &directoryEvent{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_a", Role: RoleOwner, At: t0}})
+	mustApply(t, &s, &directoryEvent{SessionCreated: &Session{Hash: dirHash(1), UserID: "usr_a", ExpiresAt: t0.Add(time.Hour)}})
 	if s.byEmail["a@example.com"] != "usr_a" || len(s.userAccounts["usr_a"]) != 1 || len(s.userSessions["usr_a"]) != 1 {
 		t.Fatalf("indexes after apply: %s", dirIndexes(t, &s))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -229,7 +230,7 @@ func (d *dispatcher) fanout() int {
 	now := e.clock.Now()
 	_ = e.store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
-		_ = b.Delete(append([]byte(nil), key...), nil)
+		b.Delete(append([]byte(nil), key...))
 		var ev OutboxEvent
 		if json.Unmarshal(value, &ev) != nil {
 			return true // unreadable: nothing can deliver it
@@ -248,15 +249,15 @@ func (d *dispatcher) fanout() int {
 			}
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
 				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: e.createdAt(), Event: append(json.RawMessage(nil), value...)}
-			_ = b.Set(deliveryKey(ep.ID, dl.ID), mustJSON(dl), nil)
-			_ = b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID), nil)
-			_ = b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID), nil)
+			b.Set(deliveryKey(ep.ID, dl.ID), mustJSON(dl))
+			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
+			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
 			woken[ep.ID] = true
 		}
 		return true
 	})
 	if n == 0 {
-		_ = b.Close()
+		b.Discard()
 		return 0
 	}
 	if err := e.store.CommitAndWait(b); err != nil {
@@ -338,8 +339,11 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 		// A manual retry moved the delivery after this batch was read: its
 		// own due key (if any) is the one to follow.
 		b := e.store.NewBatch()
-		_ = b.Delete(due, nil)
-		_ = e.store.CommitAndWait(b)
+		b.Delete(due)
+		if err := e.store.CommitAndWait(b); err != nil {
+			// The stale entry stays and is looked at again next step.
+			slog.Error("webhook worker: dropping a stale due entry failed", "endpoint_id", w.id, "delivery_id", deliveryID, "error", err)
+		}
 		return
 	}
 	secret, ok := e.openSecret(ep)
@@ -361,7 +365,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: Timestamp(requestedAt), ResponseStatus: res.StatusCode,
 		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
 	b := e.store.NewBatch()
-	_ = b.Delete(due, nil)
+	b.Delete(due)
 	if res.Success {
 		dl.Status = DeliverySucceeded
 	} else {
@@ -371,7 +375,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 			dl.Status = DeliveryRetrying
 			dl.NextAttemptAt = next
 			att.NextAttemptAt = optionalTimestamp(next)
-			_ = b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID), nil)
+			b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID))
 		} else {
 			dl.Status = DeliveryDead
 			dl.ScheduleStep = math.MaxInt32 / 2 // a manual retry after death gets one attempt, then dead again
@@ -381,8 +385,12 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	if len(dl.Attempts) > maxAttemptsKept {
 		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
 	}
-	_ = b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl), nil)
-	_ = e.store.CommitAndWait(b)
+	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
+	if err := e.store.CommitAndWait(b); err != nil {
+		// Not recorded: the delivery is still due as before and is
+		// attempted again (delivery is at least once).
+		slog.Error("webhook worker: recording an attempt failed", "endpoint_id", w.id, "delivery_id", dl.ID, "error", err)
+	}
 }
 
 // await waits for the attempt in flight and meanwhile answers manual retry
@@ -437,12 +445,12 @@ func (w *endpointWorker) requeue(deliveryID string) reply {
 	now := e.clock.Now()
 	b := e.store.NewBatch()
 	if dl.Status == DeliveryRetrying {
-		_ = b.Delete(dueKey(w.id, dl.NextAttemptAt, dl.ID), nil)
+		b.Delete(dueKey(w.id, dl.NextAttemptAt, dl.ID))
 	}
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
-	_ = b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID), nil)
-	_ = b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl), nil)
+	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
+	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
 	if err := e.store.CommitAndWait(b); err != nil {
 		return reply{err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}

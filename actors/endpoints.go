@@ -192,7 +192,7 @@ func (a *projectActor) createEndpoint(m *createEndpoint) {
 	body := mustJSON(v)
 
 	b := e.store.NewBatch()
-	_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record, nil)
+	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record)
 	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 		map[string]any{"url": ep.URL, "events": v.Events})
 	if m.idem != nil {
@@ -226,7 +226,7 @@ func (a *projectActor) disableEndpoint(m *disableEndpoint) {
 	b := e.store.NewBatch()
 	a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
 	body := mustJSON(ep.view())
-	_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body, nil)
+	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body)
 	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
 	a.publishEndpoints() // at once: failing safe, nothing more goes to it
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })

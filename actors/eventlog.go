@@ -1,9 +1,9 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/goccy/go-json"
 
 	"rtcd/persistence"
@@ -22,8 +22,10 @@ import (
 // the owner's snapshot, encoded as JSON.
 type ownerState[E any] interface {
 	// Apply changes the state by one event. It is pure (no I/O, no clock)
-	// and is used both at run time and on replay.
-	Apply(e *E)
+	// and is used both at run time and on replay. It fails (changing
+	// nothing) on an event of no kind it knows and on an event naming what
+	// the state does not hold.
+	Apply(e *E) error
 	// Loaded completes a state decoded from a snapshot: maps that JSON left
 	// nil, indexes that the snapshot does not hold.
 	Loaded()
@@ -65,7 +67,9 @@ func recoverLog[E any, S ownerState[E]](store *persistence.Store, name string, s
 			if err := json.Unmarshal(event, &ev); err != nil {
 				return err
 			}
-			l.state.Apply(&ev)
+			if err := l.state.Apply(&ev); err != nil {
+				return fmt.Errorf("%w (event %.200s)", err, event)
+			}
 			return nil
 		})
 	if err != nil {
@@ -83,16 +87,38 @@ func recoverLog[E any, S ownerState[E]](store *persistence.Store, name string, s
 // record appends events to the journal in b, applies them to the state,
 // and adds a snapshot to b when one is due. The caller adds the read
 // records and commits b; nothing is acknowledged before that commit is
-// durable.
-func (l *eventLog[E, S]) record(b *pebble.Batch, events ...E) {
+// durable. An event that does not apply is a bug in the command that made
+// it (commands validate against the state first): it panics before the
+// batch can be committed, and the actor restarts from what is durable.
+func (l *eventLog[E, S]) record(b *persistence.Batch, events ...E) {
 	for i := range events {
+		if err := l.state.Apply(&events[i]); err != nil {
+			panic(fmt.Sprintf("actors: assertion failed: %s recorded an event that does not apply: %v", l.journal.Name(), err))
+		}
 		l.journal.Append(b, encode(&events[i]))
-		l.state.Apply(&events[i])
 	}
 	if l.journal.SnapshotDue() {
 		l.journal.WriteSnapshot(b, encode(l.state))
 	}
 }
+
+// applyAll applies events to a state being built in memory (an owner's
+// first state), as record does without a journal: an event that does not
+// apply is a bug, and panics.
+func applyAll[E any, S ownerState[E]](s S, events ...E) S {
+	for i := range events {
+		if err := s.Apply(&events[i]); err != nil {
+			panic(fmt.Sprintf("actors: assertion failed: a first state's event does not apply: %v", err))
+		}
+	}
+	return s
+}
+
+// errUnknownEvent is every Apply's default: an event with none of the
+// kinds this release knows (written by a newer one, or damaged). Its JSON
+// decoded without error, since unknown fields are skipped, so it must
+// fail here rather than be skipped in silence.
+var errUnknownEvent = errors.New("an event of no kind this release knows")
 
 // Journal names: one function per owner, so no journal (and no actor
 // name, which is the same) is spelled by hand.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -91,18 +92,24 @@ func (s *roomState) Loaded() {
 
 // Apply changes the state by one event. It is pure (no I/O, no clock) and
 // is used both at run time and on replay; validation happened before the
-// event was produced, so Apply trusts it.
-func (s *roomState) Apply(e *roomEvent) {
-	if e.EventSeq > s.EventSeq {
-		s.EventSeq = e.EventSeq
-	}
+// event was produced, so Apply trusts it, but it checks what it looks up:
+// an event naming a participant the room does not have, or an event of no
+// known kind, is an error (on replay, a journal this release cannot read;
+// at run time, a bug) and changes nothing.
+func (s *roomState) Apply(e *roomEvent) error {
 	switch {
 	case e.ParticipantCreated != nil:
 		p := *e.ParticipantCreated
+		if _, dup := s.Participants[p.ID]; dup {
+			return fmt.Errorf("participant_created: participant %s already exists", p.ID)
+		}
 		s.Participants[p.ID] = &p
 	case e.ParticipantConnected != nil:
 		c := e.ParticipantConnected
-		p := s.Participants[c.ParticipantID]
+		p, err := s.participant("participant_connected", c.ParticipantID)
+		if err != nil {
+			return err
+		}
 		if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
 			break // final: never resurrected (the command refuses this anyway)
 		}
@@ -117,7 +124,10 @@ func (s *roomState) Apply(e *roomEvent) {
 		p.ConnectExpiresAt = c.ExpiresAt
 	case e.ParticipantJoined != nil:
 		j := e.ParticipantJoined
-		p := s.Participants[j.ParticipantID]
+		p, err := s.participant("participant_joined", j.ParticipantID)
+		if err != nil {
+			return err
+		}
 		p.Status = ParticipantJoined
 		p.SessionID = j.SessionID
 		p.JoinedAt = j.At
@@ -127,7 +137,10 @@ func (s *roomState) Apply(e *roomEvent) {
 		}
 	case e.ParticipantLeft != nil:
 		l := e.ParticipantLeft
-		p := s.Participants[l.ParticipantID]
+		p, err := s.participant("participant_left", l.ParticipantID)
+		if err != nil {
+			return err
+		}
 		if p.counts() {
 			s.Connected--
 		}
@@ -140,12 +153,19 @@ func (s *roomState) Apply(e *roomEvent) {
 		p.LeftReason = l.Reason
 	case e.UsageSettled != nil:
 		u := e.UsageSettled
-		if p := s.Participants[u.ParticipantID]; p.Usage != nil {
+		p, err := s.participant("usage_settled", u.ParticipantID)
+		if err != nil {
+			return err
+		}
+		if p.Usage != nil {
 			p.Usage.SettledSeconds = u.SettledSeconds
 			p.Usage.ChargedMicros = u.ChargedMicros
 		}
 	case e.ParticipantRemoved != nil:
-		p := s.Participants[e.ParticipantRemoved.ParticipantID]
+		p, err := s.participant("participant_removed", e.ParticipantRemoved.ParticipantID)
+		if err != nil {
+			return err
+		}
 		if p.counts() {
 			s.Connected--
 		}
@@ -167,7 +187,22 @@ func (s *roomState) Apply(e *roomEvent) {
 			}
 		}
 		s.Connected = 0
+	default:
+		return errUnknownEvent
 	}
+	if e.EventSeq > s.EventSeq {
+		s.EventSeq = e.EventSeq
+	}
+	return nil
+}
+
+// participant is the participant an event of kind names.
+func (s *roomState) participant(kind, id string) (*Participant, error) {
+	p, ok := s.Participants[id]
+	if !ok {
+		return nil, fmt.Errorf("%s: room %s has no participant %s", kind, s.Room.ID, id)
+	}
+	return p, nil
 }
 
 // projectEvent is one entry of a project's journal. Exactly one field is set.
@@ -231,8 +266,9 @@ func (s *projectState) Loaded() {
 	}
 }
 
-// Apply changes the state by one event; pure, as roomState.Apply.
-func (s *projectState) Apply(e *projectEvent) {
+// Apply changes the state by one event; pure, and checking what it looks
+// up, as roomState.Apply.
+func (s *projectState) Apply(e *projectEvent) error {
 	switch {
 	case e.RoomCreated != nil:
 		s.ActiveRooms[e.RoomCreated.RoomID] = struct{}{}
@@ -240,6 +276,9 @@ func (s *projectState) Apply(e *projectEvent) {
 		delete(s.ActiveRooms, e.RoomClosed.RoomID)
 	case e.APIKeyCreated != nil:
 		k := *e.APIKeyCreated
+		if _, dup := s.Keys[k.ID]; dup {
+			return fmt.Errorf("api_key_created: key %s already exists", k.ID)
+		}
 		s.Keys[k.ID] = &k
 		s.ActiveKeys++
 	case e.EndpointCreated != nil:
@@ -247,23 +286,34 @@ func (s *projectState) Apply(e *projectEvent) {
 		if s.Endpoints == nil {
 			s.Endpoints = make(map[string]*WebhookEndpoint)
 		}
+		if _, dup := s.Endpoints[ep.ID]; dup {
+			return fmt.Errorf("endpoint_created: endpoint %s already exists", ep.ID)
+		}
 		s.Endpoints[ep.ID] = &ep
 		s.ActiveEndpoints++
 	case e.EndpointDisabled != nil:
-		ep := s.Endpoints[e.EndpointDisabled.EndpointID]
+		ep, ok := s.Endpoints[e.EndpointDisabled.EndpointID]
+		if !ok {
+			return fmt.Errorf("endpoint_disabled: project %s has no endpoint %s", s.Project.ID, e.EndpointDisabled.EndpointID)
+		}
 		if ep.Status == EndpointEnabled {
 			ep.Status = EndpointDisabled
 			ep.DisabledAt = e.EndpointDisabled.At
 			s.ActiveEndpoints--
 		}
 	case e.APIKeyRevoked != nil:
-		k := s.Keys[e.APIKeyRevoked.KeyID]
+		k, ok := s.Keys[e.APIKeyRevoked.KeyID]
+		if !ok {
+			return fmt.Errorf("api_key_revoked: project %s has no key %s", s.Project.ID, e.APIKeyRevoked.KeyID)
+		}
 		if k.RevokedAt.IsZero() {
 			k.RevokedAt = e.APIKeyRevoked.At
 			s.ActiveKeys--
 		}
 	case e.APIKeyUsed != nil:
-		// Only forward: a use journaled late never moves it back.
+		// Only forward: a use journaled late never moves it back. A use is
+		// a note, not a change of what the key is: one of a key the state
+		// does not hold changes nothing (TestProjectApply).
 		if k, ok := s.Keys[e.APIKeyUsed.KeyID]; ok && e.APIKeyUsed.At.After(k.LastUsedAt) {
 			k.LastUsedAt = e.APIKeyUsed.At
 		}
@@ -272,7 +322,10 @@ func (s *projectState) Apply(e *projectEvent) {
 	case e.ProjectArchived != nil:
 		s.Project.Status = ProjectArchived
 		s.Project.ArchivedAt = e.ProjectArchived.At
+	default:
+		return errUnknownEvent
 	}
+	return nil
 }
 
 func encode(v any) []byte {

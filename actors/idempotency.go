@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/apierr"
 	"rtcd/persistence"
 )
@@ -173,7 +172,7 @@ func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPendin
 		// Expired: the key is free again. Its old expiry index entry goes
 		// now, so the sweep can never delete the record about to replace it.
 		b := e.store.NewBatch()
-		_ = b.Delete(expiryIndexKey(p.projectID, stored.createdAt.UnixNano(), p.scope), nil)
+		b.Delete(expiryIndexKey(p.projectID, stored.createdAt.UnixNano(), p.scope))
 		e.store.Commit(b, nil)
 	}
 	if found && fresh {
@@ -200,10 +199,10 @@ func expiryIndexKey(projectID string, createdNanos int64, scope [32]byte) []byte
 }
 
 // putStored writes the sealed response of p and its expiry index entry into b.
-func (e *Engine) putStored(b *pebble.Batch, p *idemPending, status int, body []byte) {
+func (e *Engine) putStored(b *persistence.Batch, p *idemPending, status int, body []byte) {
 	now := e.clock.Now()
-	_ = b.Set(p.storeKey(), e.sealAt(p, status, body, now), nil)
-	_ = b.Set(expiryIndexKey(p.projectID, now.UnixNano(), p.scope), nil, nil)
+	b.Set(p.storeKey(), e.sealAt(p, status, body, now))
+	b.Set(expiryIndexKey(p.projectID, now.UnixNano(), p.scope), nil)
 }
 
 // sweepExpired deletes, into b, up to idempotencySweepBatch records whose
@@ -211,7 +210,7 @@ func (e *Engine) putStored(b *pebble.Batch, p *idemPending, status int, body []b
 // the project actor, the only one admitting keys: a key in flight is
 // skipped (its old record is replaced by the request under way), and a key
 // re-admitted after expiry had its old index entry removed at admission.
-func (e *Engine) sweepExpired(b *pebble.Batch, projectID string, inFlight map[[32]byte]time.Time) int {
+func (e *Engine) sweepExpired(b *persistence.Batch, projectID string, inFlight map[[32]byte]time.Time) int {
 	prefix := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
 	cutoff := e.clock.Now().Add(-idempotencyRetention).UnixNano()
 	n := 0
@@ -222,10 +221,10 @@ func (e *Engine) sweepExpired(b *pebble.Batch, projectID string, inFlight map[[3
 		}
 		var scope [32]byte
 		copy(scope[:], rest[8:])
-		_ = b.Delete(append([]byte(nil), key...), nil)
+		b.Delete(append([]byte(nil), key...))
 		if _, busy := inFlight[scope]; !busy {
 			p := idemPending{projectID: projectID, scope: scope}
-			_ = b.Delete(p.storeKey(), nil)
+			b.Delete(p.storeKey())
 		}
 		n++
 		return true

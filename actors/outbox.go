@@ -3,7 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/ids"
 	"rtcd/persistence"
 )
@@ -38,7 +37,7 @@ type OutboxEvent struct {
 }
 
 // emit adds an event for projectID to b's outbox.
-func (e *Engine) emit(b *pebble.Batch, projectID, eventType string, at time.Time, data map[string]any) {
+func (e *Engine) emit(b *persistence.Batch, projectID, eventType string, at time.Time, data map[string]any) {
 	ev := OutboxEvent{ID: ids.New(ids.Event), Type: eventType, CreatedAt: Timestamp(at), ProjectID: projectID, Data: data}
-	_ = b.Set(persistence.OutboxKey(e.createdAt().UnixNano(), ev.ID), mustJSON(ev), nil)
+	b.Set(persistence.OutboxKey(e.createdAt().UnixNano(), ev.ID), mustJSON(ev))
 }

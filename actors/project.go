@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -173,7 +172,9 @@ func (a *projectActor) publish() {
 
 // record appends events to the project's journal in b and applies them
 // (eventLog.record); the caller adds the read records and commits b.
-func (a *projectActor) record(b *pebble.Batch, events ...projectEvent) { a.log.record(b, events...) }
+func (a *projectActor) record(b *persistence.Batch, events ...projectEvent) {
+	a.log.record(b, events...)
+}
 
 func (a *projectActor) createRoom(m *createRoom) {
 	e := a.e
@@ -211,8 +212,8 @@ func (a *projectActor) createRoom(m *createRoom) {
 
 	b := e.store.NewBatch()
 	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
-	_ = b.Set(roomRecordKey(a.id, room.ID), body, nil)
-	_ = b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID), nil)
+	b.Set(roomRecordKey(a.id, room.ID), body)
+	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID))
 	if m.idem != nil {
 		e.putStored(b, m.idem, 201, body)
 	}
@@ -286,7 +287,7 @@ func (a *projectActor) createKey(m *createKey) {
 	body := mustJSON(v)
 
 	b := e.store.NewBatch()
-	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record, nil)
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
 	a.e.writeAudit(b, a.id, m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.idem != nil {
@@ -327,7 +328,7 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 	revoked.RevokedAt = e.clock.Now()
 	body := mustJSON(revoked.view())
 	b := e.store.NewBatch()
-	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body, nil)
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body)
 	e.writeAudit(b, a.id, m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
 	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
@@ -361,7 +362,7 @@ func (a *projectActor) recordKeyUse(m *touchKey) {
 	}
 	b := a.e.store.NewBatch()
 	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
-	_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
 	a.e.store.Commit(b, nil)
 	m.rec.persistedNanos.Store(used.UnixNano())
 }
@@ -370,7 +371,7 @@ func (a *projectActor) sweepIdempotency() {
 	b := a.e.store.NewBatch()
 	n := a.e.sweepExpired(b, a.id, a.idemInFlight)
 	if n == 0 {
-		_ = b.Close()
+		b.Discard()
 		return
 	}
 	a.e.store.Commit(b, nil)
@@ -381,7 +382,7 @@ func (a *projectActor) sweepIdempotency() {
 }
 
 // writeAudit adds an audit log entry to b.
-func (e *Engine) writeAudit(b *pebble.Batch, projectID string, c *Caller, action string, target AuditTarget, details map[string]any) {
+func (e *Engine) writeAudit(b *persistence.Batch, projectID string, c *Caller, action string, target AuditTarget, details map[string]any) {
 	now := e.createdAt()
 	if details == nil {
 		details = map[string]any{}
@@ -390,7 +391,7 @@ func (e *Engine) writeAudit(b *pebble.Batch, projectID string, c *Caller, action
 		Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Actor: c.actor(), Target: target,
 		RequestID: optionalString(c.RequestID), SourceIP: optionalString(c.SourceIP), CreatedAt: Timestamp(now), Details: details,
 	}
-	_ = b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), mustJSON(entry), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), mustJSON(entry))
 }
 
 func roomRecordKey(projectID, roomID string) []byte {

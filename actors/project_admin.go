@@ -84,7 +84,7 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 		}
 		revoked = append(revoked, key.Hash)
 		a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: now}})
-		_ = b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()), nil)
+		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
 		e.writeAudit(b, a.id, caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID},
 			map[string]any{"name": key.Name, "reason": "project_archived"})
 	}
@@ -99,7 +99,7 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 			continue
 		}
 		a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
-		_ = b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), mustJSON(ep.view()), nil)
+		b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), mustJSON(ep.view()))
 		e.writeAudit(b, a.id, caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 			map[string]any{"url": ep.URL, "reason": "project_archived"})
 	}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -126,17 +125,17 @@ func (a *roomActor) projectPID() *actor.PID {
 }
 
 // record appends events to the room's journal in b and applies them.
-func (a *roomActor) record(b *pebble.Batch, events ...roomEvent) { a.log.record(b, events...) }
+func (a *roomActor) record(b *persistence.Batch, events ...roomEvent) { a.log.record(b, events...) }
 
-func (a *roomActor) putRoomRecord(b *pebble.Batch) []byte {
+func (a *roomActor) putRoomRecord(b *persistence.Batch) []byte {
 	body := mustJSON(a.state.Room.view())
-	_ = b.Set(roomRecordKey(a.projectID, a.id), body, nil)
+	b.Set(roomRecordKey(a.projectID, a.id), body)
 	return body
 }
 
-func (a *roomActor) putParticipantRecord(b *pebble.Batch, p *Participant) []byte {
+func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) []byte {
 	body := mustJSON(p.view())
-	_ = b.Set(participantRecordKey(a.projectID, a.id, p.ID), body, nil)
+	b.Set(participantRecordKey(a.projectID, a.id, p.ID), body)
 	return body
 }
 
@@ -201,7 +200,7 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 
 	b := e.store.NewBatch()
 	a.putParticipantRecord(b, &p)
-	_ = b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID))
 	if m.idem != nil {
 		e.putStored(b, m.idem, 201, body)
 	}
@@ -303,7 +302,7 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 // still be valid, and it can join the restarted node (lapseConnects frees
 // the slot if it does not).
 func (a *roomActor) closeSessionsLostInRestart() {
-	var b *pebble.Batch
+	var b *persistence.Batch
 	for _, p := range a.state.Participants {
 		if p.Status != ParticipantJoined || p.Usage == nil {
 			continue
@@ -333,7 +332,7 @@ func (a *roomActor) creditGateClosed() bool {
 // lapseConnects gives back the slot of a connected participant that did not
 // join the media node before its media token expired.
 func (a *roomActor) lapseConnects(now time.Time) {
-	var b *pebble.Batch
+	var b *persistence.Batch
 	for _, p := range a.state.Participants {
 		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
 			if b == nil {

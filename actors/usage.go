@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cockroachdb/pebble/v2"
 	"rtcd/ids"
 	"rtcd/money"
 	"rtcd/persistence"
@@ -138,7 +137,7 @@ func (a *roomActor) join(ctx actor.Context, r MediaJoin) {
 // charge, the per-day usage records, and participant.left plus
 // usage.finalized. A connected participant that never joined just gives its
 // slot back. The caller commits b.
-func (a *roomActor) leave(b *pebble.Batch, p *Participant, at time.Time, reason string) {
+func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, reason string) {
 	if !p.counts() {
 		return
 	}
@@ -170,7 +169,7 @@ func (a *roomActor) leave(b *pebble.Batch, p *Participant, at time.Time, reason 
 // was already charged up to totalSeconds, and returns the new total charged.
 // The total is priced as a whole (floor of seconds x price / 60), so the sum
 // of a session's charges never drifts from its exact price by rounding.
-func (a *roomActor) charge(b *pebble.Batch, p *Participant, u *UsageSession, totalSeconds int64, at time.Time) int64 {
+func (a *roomActor) charge(b *persistence.Batch, p *Participant, u *UsageSession, totalSeconds int64, at time.Time) int64 {
 	billing := &a.e.settings.Billing
 	if !billing.Enabled {
 		return u.ChargedMicros
@@ -184,7 +183,7 @@ func (a *roomActor) charge(b *pebble.Batch, p *Participant, u *UsageSession, tot
 		ID: ids.New(ids.Charge), ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
 		Seconds: totalSeconds - u.SettledSeconds, Amount: total - u.ChargedMicros, At: at,
 	}
-	_ = b.Set(persistence.Key(persistence.PrefixCharge, accountID+"/"+c.ID), mustJSON(c), nil)
+	b.Set(persistence.Key(persistence.PrefixCharge, accountID+"/"+c.ID), mustJSON(c))
 	a.chargesWritten = true
 	return total
 }
@@ -222,7 +221,7 @@ func (a *roomActor) settle(now time.Time) {
 		n++
 	}
 	if n == 0 {
-		_ = b.Close()
+		b.Discard()
 		return
 	}
 	a.e.store.Commit(b, nil)
@@ -247,7 +246,7 @@ type UsageRecord struct {
 // writeUsageRecords splits a finished session at UTC midnights. Each day's
 // seconds are differences of the whole seconds elapsed at its boundaries,
 // so the days add up exactly to the session's total.
-func (a *roomActor) writeUsageRecords(b *pebble.Batch, p *Participant, u *UsageSession, end time.Time, totalSeconds int64) {
+func (a *roomActor) writeUsageRecords(b *persistence.Batch, p *Participant, u *UsageSession, end time.Time, totalSeconds int64) {
 	start := u.StartedAt
 	elapsedAt := func(t time.Time) int64 { return int64(t.Sub(start) / time.Second) }
 	for from := start; from.Before(end) || from.Equal(start); {
@@ -262,7 +261,7 @@ func (a *roomActor) writeUsageRecords(b *pebble.Batch, p *Participant, u *UsageS
 		}
 		rec := UsageRecord{ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
 			Day: from.UTC().Format(usageDayLayout), Seconds: secs, StartedAt: from, EndedAt: to}
-		_ = b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), mustJSON(rec), nil)
+		b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), mustJSON(rec))
 		if !to.Before(end) {
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/goccy/go-json"
 	"rtcd/apierr"
 	"rtcd/ids"
@@ -186,8 +185,9 @@ func (s *walletState) Loaded() {
 	}
 }
 
-// Apply changes the state by one event; pure, as roomState.Apply.
-func (s *walletState) Apply(e *walletEvent) {
+// Apply changes the state by one event; pure, and checking what it looks
+// up, as roomState.Apply.
+func (s *walletState) Apply(e *walletEvent) error {
 	switch {
 	case e.LedgerEntryAdded != nil:
 		s.Balance = e.LedgerEntryAdded.BalanceAfter
@@ -195,9 +195,15 @@ func (s *walletState) Apply(e *walletEvent) {
 		s.CreditState = e.CreditStateChanged.To
 	case e.TopupCreated != nil:
 		t := *e.TopupCreated
+		if _, dup := s.Topups[t.PaymentID]; dup {
+			return fmt.Errorf("topup_created: top-up %s already exists", t.PaymentID)
+		}
 		s.Topups[t.PaymentID] = &t
 	case e.TopupUpdated != nil:
-		t := s.Topups[e.TopupUpdated.PaymentID]
+		t, err := s.topup("topup_updated", e.TopupUpdated.PaymentID)
+		if err != nil {
+			return err
+		}
 		t.Status = e.TopupUpdated.Status
 		t.CompletedAt = e.TopupUpdated.At
 		if e.TopupUpdated.ReceiptURL != "" {
@@ -205,10 +211,26 @@ func (s *walletState) Apply(e *walletEvent) {
 		}
 		t.RefundedAmount += e.TopupUpdated.RefundedAmount
 	case e.ReceiptAdded != nil:
-		s.Topups[e.ReceiptAdded.PaymentID].ReceiptURL = e.ReceiptAdded.ReceiptURL
+		t, err := s.topup("receipt_added", e.ReceiptAdded.PaymentID)
+		if err != nil {
+			return err
+		}
+		t.ReceiptURL = e.ReceiptAdded.ReceiptURL
 	case e.ProjectAdded != nil:
 		s.Account.ProjectIDs = append(s.Account.ProjectIDs, e.ProjectAdded.ProjectID)
+	default:
+		return errUnknownEvent
 	}
+	return nil
+}
+
+// topup is the top-up an event of kind names.
+func (s *walletState) topup(kind, paymentID string) (*Topup, error) {
+	t, ok := s.Topups[paymentID]
+	if !ok {
+		return nil, fmt.Errorf("%s: wallet %s has no top-up %s", kind, s.Account.ID, paymentID)
+	}
+	return t, nil
 }
 
 // accountShared is what a wallet publishes for rooms to read on the
@@ -333,11 +355,11 @@ func (a *walletActor) publish() {
 }
 
 // record appends events to the wallet's journal in b and applies them.
-func (a *walletActor) record(b *pebble.Batch, events ...walletEvent) { a.log.record(b, events...) }
+func (a *walletActor) record(b *persistence.Batch, events ...walletEvent) { a.log.record(b, events...) }
 
 // addLedgerEntry records a balance change, its ledger record, and any credit
 // state move with its webhook events, all into b.
-func (a *walletActor) addLedgerEntry(b *pebble.Batch, typ string, amount int64, description string, ref map[string]any) LedgerEntry {
+func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount int64, description string, ref map[string]any) LedgerEntry {
 	now := a.e.createdAt()
 	entry := LedgerEntry{
 		ID: ids.New(ids.Ledger), Type: typ, Amount: amount, BalanceAfter: a.state.Balance + amount,
@@ -345,7 +367,7 @@ func (a *walletActor) addLedgerEntry(b *pebble.Batch, typ string, amount int64, 
 	}
 	before := a.state.CreditState
 	a.record(b, walletEvent{LedgerEntryAdded: &entry})
-	_ = b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(a.e.ledgerView(&entry)), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(a.e.ledgerView(&entry)))
 	after := a.e.settings.Billing.creditStateOf(a.state.Balance)
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
@@ -361,7 +383,7 @@ func (a *walletActor) addLedgerEntry(b *pebble.Batch, typ string, amount int64, 
 //	normal -> low                               credit.low
 //	any move to a better state (exhausted->low,
 //	exhausted->normal, low->normal)             credit.restored
-func (a *walletActor) emitCredit(b *pebble.Batch, from, to string, at time.Time) {
+func (a *walletActor) emitCredit(b *persistence.Batch, from, to string, at time.Time) {
 	rank := map[string]int{CreditExhausted: 0, CreditLow: 1, CreditNormal: 2}
 	var typ string
 	switch {
@@ -414,7 +436,7 @@ func (a *walletActor) applyCharges() {
 			"type": "usage_charge", "id": c.ID, "project_id": c.ProjectID, "room_id": c.RoomID,
 			"participant_id": c.ParticipantID, "session_id": c.SessionID, "participant_seconds": c.Seconds,
 		})
-		_ = b.Delete(keys[i], nil)
+		b.Delete(keys[i])
 	}
 	a.publish()
 	a.e.store.Commit(b, nil)
@@ -434,14 +456,14 @@ func (a *walletActor) createTopup(m *createTopup) {
 	b := a.e.store.NewBatch()
 	a.record(b, walletEvent{TopupCreated: &t})
 	body := a.putTopupRecord(b, &t)
-	_ = b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID), nil)
-	_ = b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id), nil)
+	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
+	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
 	a.e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
 }
 
-func (a *walletActor) putTopupRecord(b *pebble.Batch, t *Topup) []byte {
+func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
 	body := mustJSON(a.e.topupView(t))
-	_ = b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body, nil)
+	b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body)
 	return body
 }
 
@@ -466,7 +488,7 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 	switch {
 	case u.Status == PaymentSucceeded && u.Amount != 0 && u.Amount != t.Amount:
 		// Never credit an amount other than the one the top-up asked for.
-		_ = b.Close()
+		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
 		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))})
@@ -494,7 +516,7 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		// payment.succeeded event was written with the credit).
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
-		_ = b.Close()
+		b.Discard()
 		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
