@@ -23,11 +23,11 @@ const (
 	PageLimitDefault = 50
 )
 
-func result(r reply) (Result, *apierr.Error) {
-	if r.err != nil {
-		return Result{}, r.err
+func result(r Reply) (Result, *apierr.Error) {
+	if r.Err != nil {
+		return Result{}, r.Err
 	}
-	return Result{Status: r.status, Body: r.body, Replayed: r.replayed}, nil
+	return Result{Status: r.Status, Body: r.Body, Replayed: r.Replayed}, nil
 }
 
 var errBadCredential = apierr.New(apierr.AuthenticationFailed, "the API key is missing, malformed, revoked or unknown")
@@ -46,10 +46,10 @@ func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
 	if !ok || h.shared.project.Load().Status != ProjectActive {
 		return nil, errBadCredential
 	}
-	if rec.noteUse(e.clock.Now()) {
+	if now := e.clock.Now(); rec.noteUse(now) {
 		// Without waiting: the project journals it (touchKey) when it gets
 		// to it, and only one such message per key is ever on its way.
-		e.system.Root.Send(h.pid, &touchKey{rec: rec})
+		e.system.Root.Send(h.pid, touchKey{keyID: rec.KeyID, usedAt: now})
 	}
 	return &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
 }
@@ -68,7 +68,7 @@ func (e *Engine) CreateRoom(c *Caller, p *RoomParams, idem *IdempotencyRequest) 
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) command { return &createRoom{caller: c, params: v, idem: ip} })
+	return e.createInProject(c, idem, func(ip *idemPending) any { return createRoom{caller: *c, params: v, idem: ip} })
 }
 
 // GetRoom reads a room's record (GET /v1/rooms/{id}).
@@ -91,14 +91,14 @@ func (e *Engine) ListRooms(c *Caller, limit int) ([]byte, *apierr.Error) {
 
 // DeleteRoom ends a room (DELETE /v1/rooms/{id}); idempotent.
 func (e *Engine) DeleteRoom(c *Caller, roomID string) (Result, *apierr.Error) {
-	return e.askRoom(c.ProjectID, roomID, func() command { return &deleteRoom{caller: c} },
+	return e.askRoom(c.ProjectID, roomID, func() any { return deleteRoom{caller: *c} },
 		func(record []byte) (Result, *apierr.Error) { return Result{Status: 200, Body: record}, nil })
 }
 
 // askRoom sends a command to a live room of the project. When the room has
 // no live actor (it ended and was passivated), ifStopped answers from the
 // room's record.
-func (e *Engine) askRoom(projectID, roomID string, cmd func() command, ifStopped func(record []byte) (Result, *apierr.Error)) (Result, *apierr.Error) {
+func (e *Engine) askRoom(projectID, roomID string, cmd func() any, ifStopped func(record []byte) (Result, *apierr.Error)) (Result, *apierr.Error) {
 	notFound := apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
 	if !ids.Valid(roomID, ids.Room) {
 		return Result{}, notFound
@@ -108,7 +108,7 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() command, ifStopped
 			return Result{}, errRoomBusy
 		}
 		r := e.ask(h.pid, cmd())
-		if !r.gone {
+		if !r.Gone {
 			return result(r)
 		}
 	}
@@ -150,10 +150,10 @@ func (e *Engine) CreateParticipant(c *Caller, roomID string, p *ParticipantParam
 		return Result{}, err
 	}
 	var res Result
-	r := e.idempotent(c, idem, func(ip *idemPending) reply {
+	r := e.idempotent(c, idem, func(ip *idemPending) Reply {
 		var aerr *apierr.Error
-		res, aerr = e.askRoom(c.ProjectID, roomID, func() command { return &createParticipant{caller: c, params: v, idem: ip} }, endedRoomError)
-		return reply{status: res.Status, body: res.Body, err: aerr}
+		res, aerr = e.askRoom(c.ProjectID, roomID, func() any { return createParticipant{caller: *c, params: v, idem: ip} }, endedRoomError)
+		return Reply{Status: res.Status, Body: res.Body, Err: aerr}
 	})
 	return result(r)
 }
@@ -190,7 +190,7 @@ func (e *Engine) RemoveParticipant(c *Caller, roomID, participantID string) (Res
 	if !ids.Valid(participantID, ids.Participant) {
 		return Result{}, apierr.New(apierr.ParticipantNotFound, "no participant %q in room %s", participantID, roomID)
 	}
-	return e.askRoom(c.ProjectID, roomID, func() command { return &removeParticipant{caller: c, participantID: participantID} },
+	return e.askRoom(c.ProjectID, roomID, func() any { return removeParticipant{caller: *c, participantID: participantID} },
 		func([]byte) (Result, *apierr.Error) {
 			// The room ended, so every participant's session ended with it.
 			body, err := e.GetParticipant(c, roomID, participantID)
@@ -252,7 +252,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 	if err := e.allowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
 		return Result{}, err
 	}
-	return e.askRoom(claims.ProjectID, claims.RoomID, func() command { return &connectParticipant{claims: claims} }, endedRoomError)
+	return e.askRoom(claims.ProjectID, claims.RoomID, func() any { return connectParticipant{claims: claims} }, endedRoomError)
 }
 
 // CreateAPIKey creates a key (POST /v1/api-keys).
@@ -268,7 +268,7 @@ func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyReque
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) command { return &createKey{caller: c, name: name, scopes: requested, idem: ip} })
+	return e.createInProject(c, idem, func(ip *idemPending) any { return createKey{caller: *c, name: name, scopes: requested, idem: ip} })
 }
 
 func parseScopes(names []string) (scopes.Set, *apierr.Error) {
@@ -317,7 +317,7 @@ func (e *Engine) RevokeAPIKey(c *Caller, keyID string) (Result, *apierr.Error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.ask(h.pid, &revokeKey{caller: c, keyID: keyID}))
+	return result(e.ask(h.pid, revokeKey{caller: *c, keyID: keyID}))
 }
 
 // ProjectLimits returns the project's effective limits.

@@ -49,7 +49,7 @@ type Checkout struct {
 type CheckoutFunc func(ctx context.Context, paymentID, accountID string, amount money.Micros, currency, method string, expiresAt time.Time) (Checkout, error)
 
 // getWallet asks a wallet for a copy of its balance and credit state.
-type getWallet struct{ replyTo }
+type getWallet struct{}
 
 type walletReading struct {
 	balance     int64
@@ -74,11 +74,11 @@ func (e *Engine) readWallet(c *Caller) (walletReading, *apierr.Error) {
 	if err != nil {
 		return walletReading{}, err
 	}
-	r := e.ask(w.pid, &getWallet{})
-	if r.err != nil {
-		return walletReading{}, r.err
+	r := e.ask(w.pid, getWallet{})
+	if r.Err != nil {
+		return walletReading{}, r.Err
 	}
-	return r.value.(walletReading), nil
+	return r.Value.(walletReading), nil
 }
 
 // Balance is GET /v1/billing/balance.
@@ -159,7 +159,7 @@ func (e *Engine) CreateTopup(ctx context.Context, c *Caller, p *TopupParams, che
 		return Result{}, apierr.New(apierr.ServiceUnavailable, "the payment provider did not accept the checkout; retry shortly")
 	}
 	t.Provider, t.ProviderRef, t.AuthorizeURL = co.Provider, co.ProviderRef, co.AuthorizeURL
-	return result(e.ask(w.pid, &createTopup{topup: t}))
+	return result(e.ask(w.pid, createTopup{topup: t}))
 }
 
 // ListTopups is GET /v1/billing/topups.
@@ -224,15 +224,15 @@ func (e *Engine) ApplyPayment(ctx context.Context, u PaymentUpdate, receipt Rece
 	}
 	var receiptErr error
 	if receipt != nil && u.Status == PaymentSucceeded && u.ReceiptURL == "" {
-		r := e.ask(w.pid, &getTopup{paymentID: u.PaymentID})
-		if r.err != nil {
-			return r.err
+		r := e.ask(w.pid, getTopup{paymentID: u.PaymentID})
+		if r.Err != nil {
+			return r.Err
 		}
-		if t, _ := r.value.(Topup); t.wantsReceipt(u.Provider) {
+		if t, _ := r.Value.(Topup); t.wantsReceipt(u.Provider) {
 			u.ReceiptURL, receiptErr = receipt(ctx, u.ProviderRef)
 		}
 	}
-	if aerr := e.ask(w.pid, &paymentUpdate{u: u}).err; aerr != nil {
+	if aerr := e.ask(w.pid, paymentUpdate{u: u}).Err; aerr != nil {
 		return aerr
 	}
 	if receiptErr != nil {
@@ -256,8 +256,8 @@ func (e *Engine) AdjustBalance(accountID string, amount money.Micros, reason, op
 	if reason == "" || len(reason) > MaxAdjustmentReasonBytes {
 		return nil, apierr.Invalid("reason", "reason is required, at most %d bytes", MaxAdjustmentReasonBytes)
 	}
-	r := e.ask(w.pid, &adjustBalance{amount: int64(amount), reason: reason, actor: Actor{Type: "operator", ID: operator}})
-	return r.body, r.err
+	r := e.ask(w.pid, adjustBalance{amount: int64(amount), reason: reason, actor: Actor{Type: "operator", ID: operator}})
+	return r.Body, r.Err
 }
 
 // --- usage -----------------------------------------------------------------

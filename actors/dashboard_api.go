@@ -135,7 +135,7 @@ func (e *Engine) lookupSession(token string) (*liveSession, *apierr.Error) {
 		last = ls.lastSeenNanos.Load()
 	}
 	if now.UnixNano()-ls.persistedNanos.Load() >= int64(sessionTouchInterval) && ls.touching.CompareAndSwap(false, true) {
-		e.system.Root.Send(e.directory, &touchSession{ls: ls, at: now})
+		e.system.Root.Send(e.directory, touchSession{hash: ls.hash, at: now})
 	}
 	return ls, nil
 }
@@ -208,20 +208,20 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
 	hash := hexHash(e.keys.HashDashboardSecret(token))
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		a.startSignIn(email, token, hash, invitationHash, deliverable, respond)
 	})
-	return r.err
+	return r.Err
 }
 
 // startSignIn records a link and, when the address is deliverable and
 // under its hourly limit, mails it. A link is recorded (and the answer
 // waits for its write) even when no mail goes out, so the answer takes the
 // same path, and the same time, whatever the address.
-func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, respond func(reply)) {
+func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, respond func(Reply)) {
 	now := a.e.clock.Now()
 	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
-		respond(reply{}) // the same 202; logged by the sweep's counters, not per request
+		respond(Reply{}) // the same 202; logged by the sweep's counters, not per request
 		return
 	}
 	sends := recentWithin(a.signInSends[email], now, time.Hour)
@@ -241,7 +241,7 @@ func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, 
 		if send {
 			a.e.enqueueMail(msg)
 		}
-		respond(reply{})
+		respond(Reply{})
 	})
 }
 
@@ -279,11 +279,11 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		now := a.e.clock.Now()
 		link, ok := a.state.SignInLinks[hash]
 		if !ok || !now.Before(link.ExpiresAt) {
-			respond(reply{err: errBadLink})
+			respond(Reply{Err: errBadLink})
 			return
 		}
 		v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: Timestamp(link.ExpiresAt)}
@@ -291,9 +291,9 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 			w := a.state.Workspaces[inv.AccountID]
 			v.Invitation = &InvitationPeek{AccountID: w.ID, AccountName: w.Name, Role: inv.Role}
 		}
-		respond(reply{status: 200, body: mustJSON(v)})
+		respond(Reply{Status: 200, Body: mustJSON(v)})
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // VerifyEmailSignIn exchanges a link for a session, once: the directory
@@ -307,11 +307,11 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		now := a.e.clock.Now()
 		link, ok := a.state.SignInLinks[hash]
 		if !ok || !now.Before(link.ExpiresAt) {
-			respond(reply{err: errBadLink})
+			respond(Reply{Err: errBadLink})
 			return
 		}
 		b := a.e.store.NewBatch()
@@ -321,9 +321,9 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 			sessionToken: sessionToken, sessionHash: sessionHash,
 			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 		}, now)
-		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, reply{status: 200, body: mustJSON(view)}, respond)
+		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, respond)
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // newSessionToken makes a session token and its hex keyed hash. It is
@@ -371,13 +371,13 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		// Users are keyed on the provider's subject: an address already
 		// linked to another Google account (addresses get reused) does
 		// not sign in to it.
 		if _, linked := a.state.byGoogle[id.Subject]; !linked {
 			if uid, ok := a.state.byEmail[email]; ok && a.state.Users[uid].GoogleSubject != "" {
-				respond(reply{err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
+				respond(Reply{Err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
 				return
 			}
 		}
@@ -387,9 +387,9 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 			sessionToken: sessionToken, sessionHash: sessionHash,
 			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 		}, a.e.clock.Now())
-		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, reply{status: 200, body: mustJSON(view)}, respond)
+		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, respond)
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // Logout ends the request's session at once.
@@ -403,7 +403,7 @@ func (e *Engine) LogoutAll(u *DashboardUser) *apierr.Error {
 }
 
 func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		hashes := []string{u.SessionHash}
 		if all {
 			hashes = hashes[:0]
@@ -421,14 +421,14 @@ func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
 		if len(live) == 0 {
 			// Already ended, perhaps by a batch still on its way to disk (a
 			// concurrent logout): answer once that is durable.
-			a.e.store.AfterDurable(func() { respond(reply{}) })
+			a.e.store.AfterDurable(func() { respond(Reply{}) })
 			return
 		}
 		b := a.e.store.NewBatch()
 		a.record(b, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: live}})
-		a.e.store.Commit(b, func() { respond(reply{}) })
+		a.e.store.Commit(b, func() { respond(Reply{}) })
 	})
-	return r.err
+	return r.Err
 }
 
 // --- me and workspaces --------------------------------------------------------
@@ -462,14 +462,14 @@ func sortAccounts(vs []AccountView) {
 
 // Me answers GET /v1/me.
 func (e *Engine) Me(u *DashboardUser) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		if _, ok := a.state.Users[u.UserID]; !ok {
-			respond(reply{err: errBadSession})
+			respond(Reply{Err: errBadSession})
 			return
 		}
-		respond(reply{status: 200, body: a.me(u.UserID)})
+		respond(Reply{Status: 200, Body: a.me(u.UserID)})
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // UpdateMe changes the user's display name (PATCH /v1/me).
@@ -478,17 +478,17 @@ func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Erro
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		if _, ok := a.state.Users[u.UserID]; !ok {
-			respond(reply{err: errBadSession})
+			respond(Reply{Err: errBadSession})
 			return
 		}
 		b := a.e.store.NewBatch()
 		a.record(b, directoryEvent{UserUpdated: &userUpdated{UserID: u.UserID, Name: name}})
 		body := a.me(u.UserID)
-		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // CreateAccount creates another workspace owned by the user, with a first
@@ -501,9 +501,9 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 	if name == "" {
 		name = defaultWorkspaceName
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		if n := a.ownedCount(u.UserID); n >= MaxOwnedAccountsPerUser {
-			respond(reply{err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
+			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
 				WithDetails("limit_name", "owned_accounts_per_user", "limit", MaxOwnedAccountsPerUser)})
 			return
 		}
@@ -511,9 +511,9 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 		b := a.e.store.NewBatch()
 		view, events, start := a.newWorkspace(b, u.UserID, name, u, now)
 		a.record(b, events...)
-		a.commitAndStart(b, start, true, reply{status: 201, body: mustJSON(view)}, respond)
+		a.commitAndStart(b, start, true, Reply{Status: 201, Body: mustJSON(view)}, respond)
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // RenameAccount renames a workspace (owners and admins).
@@ -522,10 +522,10 @@ func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, role, err := a.manager(u.UserID, accountID, "rename a workspace")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		b := a.e.store.NewBatch()
@@ -533,9 +533,9 @@ func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams
 		a.record(b, directoryEvent{WorkspaceRenamed: &workspaceRenamed{AccountID: w.ID, Name: name}})
 		a.e.writeAccountAudit(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
 		body := mustJSON(a.accountView(w, role))
-		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // ListAccountAuditLogs lists a workspace's audit log (owners and admins).

@@ -18,14 +18,14 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.manager(u.UserID, accountID, "create projects")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		if len(w.ProjectIDs) >= MaxProjectsPerAccount {
-			respond(reply{err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d projects, archived ones included", MaxProjectsPerAccount).
+			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d projects, archived ones included", MaxProjectsPerAccount).
 				WithDetails("limit_name", "projects_per_account", "limit", MaxProjectsPerAccount)})
 			return
 		}
@@ -40,9 +40,9 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 		a.commitAndStart(b, func() {
 			errs := make(chan error, 1) // recovery of a just-written snapshot; nobody waits on it
 			a.e.spawnProject(project.ID, &project, errs)
-		}, false, reply{status: 201, body: body}, respond)
+		}, false, Reply{Status: 201, Body: body}, respond)
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // projectInAccount checks that u is a member of accountID and that
@@ -78,8 +78,8 @@ func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p 
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(h.pid, &renameProject{user: u, name: name})
-	return r.body, r.err
+	r := e.ask(h.pid, renameProject{user: *u, name: name})
+	return r.Body, r.Err
 }
 
 // ArchiveProject archives a project (owners): its API keys are revoked and
@@ -88,23 +88,23 @@ func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p 
 // workspace cannot both pass the check; the project actor does the work
 // while the directory goes on serving (it never waits on another actor).
 func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, role, err := a.membership(u.UserID, accountID)
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		h, _, err := a.e.projectInAccount(u, accountID, projectID)
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		if role != RoleOwner {
-			respond(reply{err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
+			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
 			return
 		}
 		if a.archiving[projectID] {
-			respond(reply{err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
+			respond(Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
 			return
 		}
 		if p := h.shared.project.Load(); p != nil && p.Status == ProjectActive {
@@ -117,27 +117,25 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 				}
 			}
 			if active <= 1 {
-				respond(reply{err: apierr.New(apierr.LastProject, "a workspace keeps at least one active project; create another before archiving this one")})
+				respond(Reply{Err: apierr.New(apierr.LastProject, "a workspace keeps at least one active project; create another before archiving this one")})
 				return
 			}
 		}
 		a.archiving[projectID] = true
-		cmd := &archiveProject{user: u}
-		done := make(chan reply, 1)
-		cmd.attach(done)
-		a.e.system.Root.Send(h.pid, cmd)
+		env, done := newEnvelope(archiveProject{user: *u})
+		a.e.system.Root.Send(h.pid, env)
 		go func() {
 			// The project always answers (a stopped one through the dead
 			// letter handler), so the mark is always cleared.
 			r := <-done
 			a.e.tellDirectory(func(a *directoryActor) { delete(a.archiving, projectID) })
-			if r.gone {
-				r = reply{err: errUnavailable}
+			if r.Gone {
+				r = Reply{Err: errUnavailable}
 			}
 			respond(r)
 		}()
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // --- members -------------------------------------------------------------------
@@ -149,10 +147,10 @@ func (a *directoryActor) memberView(w *Workspace, userID string) MemberView {
 
 // ListMembers lists a workspace's members, newest first (any member).
 func (e *Engine) ListMembers(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.membership(u.UserID, accountID)
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		uids := make([]string, 0, len(w.Members))
@@ -167,9 +165,9 @@ func (e *Engine) ListMembers(u *DashboardUser, accountID string, limit int) ([]b
 		for _, uid := range uids[:min(len(uids), limit+1)] {
 			records = append(records, mustJSON(a.memberView(w, uid)))
 		}
-		respond(reply{status: 200, body: pageOf(records, limit)})
+		respond(Reply{Status: 200, Body: pageOf(records, limit)})
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 func validRole(role string) bool { return role == RoleOwner || role == RoleAdmin || role == RoleMember }
@@ -188,27 +186,27 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
 	}
 	role := *p.Role
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, callerRole, err := a.manager(u.UserID, accountID, "change roles")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		m, ok := w.Members[userID]
 		if !ok {
-			respond(reply{err: errNoMember(userID)})
+			respond(Reply{Err: errNoMember(userID)})
 			return
 		}
 		if (role == RoleOwner || m.Role == RoleOwner) && callerRole != RoleOwner {
-			respond(reply{err: apierr.New(apierr.PermissionDenied, "only owners can grant or take the owner role").WithDetails("role", callerRole)})
+			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can grant or take the owner role").WithDetails("role", callerRole)})
 			return
 		}
 		if m.Role == role {
-			respond(reply{status: 200, body: mustJSON(a.memberView(w, userID))})
+			respond(Reply{Status: 200, Body: mustJSON(a.memberView(w, userID))})
 			return
 		}
 		if m.Role == RoleOwner && w.ownerCount() == 1 {
-			respond(reply{err: errLastOwner})
+			respond(Reply{Err: errLastOwner})
 			return
 		}
 		from := m.Role
@@ -221,36 +219,36 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 		a.e.writeAccountAudit(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
 		body := mustJSON(a.memberView(w, userID))
 		a.publishRoles() // at once: a demotion takes effect before it is durable
-		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // RemoveMember removes a member (owners and admins; anyone may leave).
 // Admins cannot remove owners, and the last owner cannot go.
 func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, callerRole, err := a.membership(u.UserID, accountID)
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		self := userID == u.UserID
 		if !self && callerRole != RoleOwner && callerRole != RoleAdmin {
-			respond(reply{err: apierr.New(apierr.PermissionDenied, "only owners and admins can remove members").WithDetails("role", callerRole)})
+			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners and admins can remove members").WithDetails("role", callerRole)})
 			return
 		}
 		m, ok := w.Members[userID]
 		if !ok {
-			respond(reply{err: errNoMember(userID)})
+			respond(Reply{Err: errNoMember(userID)})
 			return
 		}
 		if m.Role == RoleOwner && !self && callerRole != RoleOwner {
-			respond(reply{err: apierr.New(apierr.PermissionDenied, "only owners can remove an owner").WithDetails("role", callerRole)})
+			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can remove an owner").WithDetails("role", callerRole)})
 			return
 		}
 		if m.Role == RoleOwner && w.ownerCount() == 1 {
-			respond(reply{err: errLastOwner})
+			respond(Reply{Err: errLastOwner})
 			return
 		}
 		body := mustJSON(a.memberView(w, userID))
@@ -259,9 +257,9 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 		a.record(b, events...)
 		a.e.writeAccountAudit(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
 		a.publishRoles() // at once: failing safe
-		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // --- invitations ---------------------------------------------------------------
@@ -327,15 +325,15 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 		return nil, apierr.New(apierr.Internal, "could not create an invitation")
 	}
 	hash := hexHash(e.keys.HashDashboardSecret(token))
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.manager(u.UserID, accountID, "invite people")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		if uid, ok := a.state.byEmail[email]; ok {
 			if _, member := w.Members[uid]; member {
-				respond(reply{err: apierr.New(apierr.Conflict, "%s is already a member of this workspace", email).WithDetails("reason", "already_member")})
+				respond(Reply{Err: apierr.New(apierr.Conflict, "%s is already a member of this workspace", email).WithDetails("reason", "already_member")})
 				return
 			}
 		}
@@ -361,20 +359,20 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 			}
 		}
 		if len(accountHour) >= InvitationsPerHourPerAccount {
-			respond(reply{err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
+			respond(Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
 			return
 		}
 		if len(userHour) >= InvitationsPerHourPerUser {
-			respond(reply{err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
+			respond(Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
 			return
 		}
 		if len(open)-len(replaced) >= MaxOpenInvitationsPerAccount {
-			respond(reply{err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d open invitations; revoke one first", MaxOpenInvitationsPerAccount).
+			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d open invitations; revoke one first", MaxOpenInvitationsPerAccount).
 				WithDetails("limit_name", "open_invitations_per_account", "limit", MaxOpenInvitationsPerAccount)})
 			return
 		}
 		if len(w.Members)+len(open)-len(replaced) >= MaxMembersPerAccount {
-			respond(reply{err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d members, open invitations included", MaxMembersPerAccount).
+			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d members, open invitations included", MaxMembersPerAccount).
 				WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
 			return
 		}
@@ -398,19 +396,19 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 		body := mustJSON(inv.view(now))
 		a.e.store.Commit(b, func() {
 			a.e.enqueueMail(msg)
-			respond(reply{status: 201, body: body})
+			respond(Reply{Status: 201, Body: body})
 		})
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // ListInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
 func (e *Engine) ListInvitations(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.manager(u.UserID, accountID, "see invitations")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		invs := make([]*Invitation, 0, len(w.Invitations))
@@ -425,38 +423,38 @@ func (e *Engine) ListInvitations(u *DashboardUser, accountID string, limit int) 
 		for _, inv := range invs[:min(len(invs), limit+1)] {
 			records = append(records, mustJSON(inv.view(now)))
 		}
-		respond(reply{status: 200, body: pageOf(records, limit)})
+		respond(Reply{Status: 200, Body: pageOf(records, limit)})
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // RevokeInvitation revokes a pending invitation (owners and admins);
 // idempotent for one already closed.
 func (e *Engine) RevokeInvitation(u *DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.manager(u.UserID, accountID, "revoke invitations")
 		if err != nil {
-			respond(reply{err: err})
+			respond(Reply{Err: err})
 			return
 		}
 		inv, ok := w.Invitations[invitationID]
 		if !ok {
-			respond(reply{err: apierr.New(apierr.InvalidRequest, "no invitation %q in this workspace", invitationID).
+			respond(Reply{Err: apierr.New(apierr.InvalidRequest, "no invitation %q in this workspace", invitationID).
 				WithDetails("reason", "invitation_not_found").WithStatus(404)})
 			return
 		}
 		now := a.e.clock.Now()
 		if inv.statusAt(now) != InvitationPending {
-			respond(reply{status: 200, body: mustJSON(inv.view(now))})
+			respond(Reply{Status: 200, Body: mustJSON(inv.view(now))})
 			return
 		}
 		b := a.e.store.NewBatch()
 		a.record(b, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationRevoked, At: now}})
 		a.e.writeAccountAudit(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 		body := mustJSON(inv.view(now))
-		a.e.store.Commit(b, func() { respond(reply{status: 200, body: body}) })
+		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }
 
 // InvitationAcceptance answers POST /v1/invitations/accept.
@@ -479,27 +477,27 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 		return nil, errBadInvitation
 	}
 	hash := hexHash(e.keys.HashDashboardSecret(*p.InvitationToken))
-	r := e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		now := a.e.clock.Now()
 		inv, ok := a.state.invitations[hash]
 		user, uok := a.state.Users[u.UserID]
 		if !uok {
-			respond(reply{err: errBadSession})
+			respond(Reply{Err: errBadSession})
 			return
 		}
 		if !ok || inv.statusAt(now) != InvitationPending {
-			respond(reply{err: errBadInvitation})
+			respond(Reply{Err: errBadInvitation})
 			return
 		}
 		if inv.Email != user.Email {
-			respond(reply{err: apierr.New(apierr.PermissionDenied, "this invitation is addressed to another e-mail address; sign in as that address to accept it").
+			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "this invitation is addressed to another e-mail address; sign in as that address to accept it").
 				WithDetails("reason", "invitation_email_mismatch")})
 			return
 		}
 		w := a.state.Workspaces[inv.AccountID]
 		_, member := w.Members[user.ID]
 		if !member && len(w.Members) >= MaxMembersPerAccount {
-			respond(reply{err: apierr.New(apierr.QuotaExceeded, "the workspace has %d members, the maximum", MaxMembersPerAccount).
+			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the workspace has %d members, the maximum", MaxMembersPerAccount).
 				WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
 			return
 		}
@@ -513,7 +511,7 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 		a.record(b, events...)
 		body := mustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
 			JoinedAccount: a.accountView(w, w.Members[user.ID].Role)})
-		a.commitAndStart(b, func() {}, true, reply{status: 200, body: body}, respond)
+		a.commitAndStart(b, func() {}, true, Reply{Status: 200, Body: body}, respond)
 	})
-	return r.body, r.err
+	return r.Body, r.Err
 }

@@ -555,20 +555,20 @@ func (a *directoryActor) Receive(ctx actor.Context) {
 		a.recover()
 	case sweep:
 		a.sweep()
-	case *touchSession:
+	case touchSession:
 		a.touch(m)
-	case directoryCommand:
-		m.run(a)
+	case *Envelope:
+		switch c := m.Msg.(type) {
+		case dirOp:
+			c.do(a, m.Respond)
+		default:
+			refuseUnknown(m)
+		}
+	case dirTell:
+		m.do(a)
 	case crashForTest:
 		panic("actors: crash requested by a test")
 	}
-}
-
-// directoryCommand is a command the directory runs; each carries its own
-// reply channel and logic (directory_ops.go).
-type directoryCommand interface {
-	command
-	run(a *directoryActor)
 }
 
 func (a *directoryActor) recover() {
@@ -653,21 +653,30 @@ func (a *directoryActor) publishRoles() {
 }
 
 // touchSession records a session's last use (sent by authentication at
-// most once per sessionTouchInterval per session).
+// most once per sessionTouchInterval per session, holding the published
+// session's touching flag, which the directory clears).
 type touchSession struct {
-	ls *liveSession
-	at time.Time
+	hash string
+	at   time.Time
 }
 
-func (a *directoryActor) touch(m *touchSession) {
-	defer m.ls.touching.Store(false)
-	if _, ok := a.state.Sessions[m.ls.hash]; !ok {
+func (a *directoryActor) touch(m touchSession) {
+	var ls *liveSession
+	if k, ok := hashKey(m.hash); ok {
+		if v, ok := a.shared.sessions.Load(k); ok {
+			ls = v.(*liveSession)
+			defer ls.touching.Store(false)
+		}
+	}
+	if _, ok := a.state.Sessions[m.hash]; !ok {
 		return
 	}
 	b := a.e.store.NewBatch()
-	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.ls.hash, At: m.at}})
+	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.hash, At: m.at}})
 	a.e.store.Commit(b, nil)
-	m.ls.persistedNanos.Store(m.at.UnixNano())
+	if ls != nil {
+		ls.persistedNanos.Store(m.at.UnixNano())
+	}
 }
 
 // sweep drops expired sessions and sign-in links, invitations closed longer

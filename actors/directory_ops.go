@@ -14,22 +14,22 @@ import (
 // dirOp is a directory command: its logic runs on the directory's goroutine
 // and answers through respond exactly once.
 type dirOp struct {
-	replyTo
-	do func(a *directoryActor, respond func(reply))
+	do func(a *directoryActor, respond func(Reply))
 }
 
-func (o *dirOp) run(a *directoryActor) { o.do(a, o.respond) }
+// dirTell is a directory command nobody waits for.
+type dirTell struct {
+	do func(a *directoryActor)
+}
 
 // askDirectory runs do on the directory actor and waits for its answer.
-func (e *Engine) askDirectory(do func(a *directoryActor, respond func(reply))) reply {
-	return e.ask(e.directory, &dirOp{do: do})
+func (e *Engine) askDirectory(do func(a *directoryActor, respond func(Reply))) Reply {
+	return e.ask(e.directory, dirOp{do: do})
 }
 
 // tellDirectory runs do on the directory without waiting for it.
 func (e *Engine) tellDirectory(do func(a *directoryActor)) {
-	op := &dirOp{do: func(a *directoryActor, respond func(reply)) { do(a); respond(reply{}) }}
-	op.attach(make(chan reply, 1)) // nobody reads it
-	e.system.Root.Send(e.directory, op)
+	e.system.Root.Send(e.directory, dirTell{do: do})
 }
 
 // DashboardUser is the authenticated person of a dashboard request.
@@ -380,7 +380,7 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 // memberships changed, republishes the roles; it answers once b is
 // durable. The answer waits for start: a caller told about a new project
 // may use it at once, so its actor must be registered first.
-func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer reply, respond func(reply)) {
+func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer Reply, respond func(Reply)) {
 	started := make(chan struct{})
 	a.e.store.Commit(b, func() {
 		<-started

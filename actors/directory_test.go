@@ -450,12 +450,12 @@ func (env *dirEnv) mustNotAuth(token, why string) {
 // directoryState runs f on the directory's goroutine.
 func (env *dirEnv) inDirectory(f func(s *directoryState)) {
 	env.t.Helper()
-	r := env.e.askDirectory(func(a *directoryActor, respond func(reply)) {
+	r := env.e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		f(a.state)
-		respond(reply{})
+		respond(Reply{})
 	})
-	if r.err != nil {
-		env.t.Fatal(r.err)
+	if r.Err != nil {
+		env.t.Fatal(r.Err)
 	}
 }
 

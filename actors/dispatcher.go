@@ -142,7 +142,7 @@ type endpointWorker struct {
 
 type retryRequest struct {
 	deliveryID string
-	reply      chan reply
+	answer     chan Reply
 }
 
 // SetWebhookSender starts webhook delivery with sender and the retry
@@ -289,7 +289,7 @@ func (w *endpointWorker) run() {
 		case <-t.C:
 		case <-w.wake:
 		case r := <-w.retry:
-			r.reply <- w.requeue(r.deliveryID)
+			r.answer <- w.requeue(r.deliveryID)
 		}
 		w.deliverDue()
 	}
@@ -404,43 +404,43 @@ func (w *endpointWorker) await(done <-chan webhooks.Attempt, inFlight string) we
 			return res
 		case r := <-w.retry:
 			if r.deliveryID == inFlight {
-				r.reply <- w.inFlight(inFlight)
+				r.answer <- w.inFlight(inFlight)
 			} else {
-				r.reply <- w.requeue(r.deliveryID)
+				r.answer <- w.requeue(r.deliveryID)
 			}
 		}
 	}
 }
 
 // inFlight answers a manual retry of the delivery being attempted.
-func (w *endpointWorker) inFlight(deliveryID string) reply {
+func (w *endpointWorker) inFlight(deliveryID string) Reply {
 	raw, err := w.d.e.store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
-		return reply{err: errDeliveryNotFound(deliveryID)}
+		return Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
-		return reply{err: apierr.New(apierr.Internal, "unreadable delivery")}
+		return Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
 	}
-	return reply{status: 200, body: mustJSON(dl.view())}
+	return Reply{Status: 200, Body: mustJSON(dl.view())}
 }
 
 // requeue makes a dead or retrying delivery due now (manual retry).
-func (w *endpointWorker) requeue(deliveryID string) reply {
+func (w *endpointWorker) requeue(deliveryID string) Reply {
 	e := w.d.e
 	raw, err := e.store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
-		return reply{err: errDeliveryNotFound(deliveryID)}
+		return Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
-		return reply{err: apierr.New(apierr.Internal, "unreadable delivery")}
+		return Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
 	}
 	switch dl.Status {
 	case DeliverySucceeded:
-		return reply{err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
+		return Reply{Err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
 	case DeliveryPending:
-		return reply{status: 200, body: mustJSON(dl.view())} // already due
+		return Reply{Status: 200, Body: mustJSON(dl.view())} // already due
 	}
 	now := e.clock.Now()
 	b := e.store.NewBatch()
@@ -452,9 +452,9 @@ func (w *endpointWorker) requeue(deliveryID string) reply {
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
 	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
 	if err := e.store.CommitAndWait(b); err != nil {
-		return reply{err: apierr.New(apierr.Internal, "could not requeue the delivery")}
+		return Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}
-	return reply{status: 200, body: mustJSON(dl.view())}
+	return Reply{Status: 200, Body: mustJSON(dl.view())}
 }
 
 func errDeliveryNotFound(id string) *apierr.Error {

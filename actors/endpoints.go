@@ -154,32 +154,30 @@ func (e *Engine) openSecret(ep *WebhookEndpoint) (string, bool) {
 // Project actor commands for endpoints.
 type (
 	createEndpoint struct {
-		replyTo
-		caller *Caller
+		caller Caller
 		url    string
 		events []string
 		idem   *idemPending
 	}
 	disableEndpoint struct {
-		replyTo
-		caller     *Caller
+		caller     Caller
 		endpointID string
 	}
 )
 
-func (a *projectActor) createEndpoint(m *createEndpoint) {
+func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
 	e := a.e
 	if a.state.Project.Status != ProjectActive {
-		m.respond(reply{err: errBadCredential}) // archived while the request was on its way
+		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
 	}
 	if a.state.ActiveEndpoints >= MaxActiveEndpointsPerProject {
-		m.respond(reply{err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
+		r.Respond(Reply{Err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
 			WithDetails("limit", MaxActiveEndpointsPerProject)})
 		return
 	}
 	if err := e.allowRate("webhook_endpoint_creates:"+a.id, "webhook_endpoint_creates_per_minute", EndpointCreatesPerMinute); err != nil {
-		m.respond(reply{err: err})
+		r.Respond(Reply{Err: err})
 		return
 	}
 	now := e.createdAt()
@@ -193,7 +191,7 @@ func (a *projectActor) createEndpoint(m *createEndpoint) {
 
 	b := e.store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record)
-	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+	e.writeAudit(b, a.id, &m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 		map[string]any{"url": ep.URL, "events": v.Events})
 	if m.idem != nil {
 		e.putStored(b, m.idem, 201, body)
@@ -204,22 +202,22 @@ func (a *projectActor) createEndpoint(m *createEndpoint) {
 		// Visible to the dispatcher only once durable: a crash before that
 		// must not leave deliveries for an endpoint that never existed.
 		publish()
-		m.respond(reply{status: 201, body: body})
+		r.Respond(Reply{Status: 201, Body: body})
 	})
 }
 
-func (a *projectActor) disableEndpoint(m *disableEndpoint) {
+func (a *projectActor) disableEndpoint(m disableEndpoint, r *Envelope) {
 	e := a.e
 	ep, ok := a.state.Endpoints[m.endpointID]
 	if !ok {
-		m.respond(reply{err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
+		r.Respond(Reply{Err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
 		return
 	}
 	if ep.Status == EndpointDisabled {
 		// Idempotent, and answered once the disabling is durable: it may
 		// still be on its way to disk (a concurrent first DELETE).
 		body := mustJSON(ep.view())
-		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
+		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
 	now := e.clock.Now()
@@ -227,9 +225,9 @@ func (a *projectActor) disableEndpoint(m *disableEndpoint) {
 	a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
 	body := mustJSON(ep.view())
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body)
-	e.writeAudit(b, a.id, m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
+	e.writeAudit(b, a.id, &m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
 	a.publishEndpoints() // at once: failing safe, nothing more goes to it
-	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // publishEndpoints makes the project's enabled endpoints visible to the

@@ -13,7 +13,7 @@ func (e *Engine) CreateEndpoint(c *Caller, p *EndpointParams, idem *IdempotencyR
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) command { return &createEndpoint{caller: c, url: url, events: events, idem: ip} })
+	return e.createInProject(c, idem, func(ip *idemPending) any { return createEndpoint{caller: *c, url: url, events: events, idem: ip} })
 }
 
 // ListEndpoints is GET /v1/webhook-endpoints: enabled and disabled, newest first.
@@ -30,7 +30,7 @@ func (e *Engine) DisableEndpoint(c *Caller, endpointID string) (Result, *apierr.
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.ask(h.pid, &disableEndpoint{caller: c, endpointID: endpointID}))
+	return result(e.ask(h.pid, disableEndpoint{caller: *c, endpointID: endpointID}))
 }
 
 // endpointOf checks that endpointID is one of the caller's project.
@@ -91,14 +91,14 @@ func (e *Engine) RetryDelivery(c *Caller, endpointID, deliveryID string) (Result
 	if ep := w.endpoint.Load(); ep == nil || ep.Status != EndpointEnabled {
 		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
 	}
-	ch := make(chan reply, 1)
+	ch := make(chan Reply, 1)
 	select {
-	case w.retry <- retryRequest{deliveryID: deliveryID, reply: ch}:
+	case w.retry <- retryRequest{deliveryID: deliveryID, answer: ch}:
 	default:
 		return Result{}, apierr.New(apierr.RateLimited, "too many retries queued for this endpoint; try again shortly")
 	}
 	r := <-ch
-	if r.err == nil {
+	if r.Err == nil {
 		w.poke()
 	}
 	return result(r)

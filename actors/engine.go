@@ -426,14 +426,14 @@ func (e *Engine) sweepRooms() {
 
 // --- asking actors ---------------------------------------------------------
 
-// reply is what an actor answers a command with.
-type reply struct {
-	status   int    // HTTP status on success
-	body     []byte // encoded JSON on success
-	err      *apierr.Error
-	value    any  // a typed answer to an internal query
-	replayed bool // an idempotent replay of a stored response
-	gone     bool // the actor stopped before it read the message
+// Reply is what an actor answers a request with.
+type Reply struct {
+	Status   int    // HTTP status on success
+	Body     []byte // encoded JSON on success
+	Err      *apierr.Error
+	Value    any  // a typed answer to an internal query
+	Replayed bool // an idempotent replay of a stored response
+	Gone     bool // the actor stopped before it read the message
 }
 
 // Result is an operation's outcome as the HTTP layer sees it.
@@ -443,30 +443,50 @@ type Result struct {
 	Replayed bool
 }
 
-// replyTo is embedded in every command; it carries the reply channel.
-type replyTo struct{ ch chan reply }
+// Envelope carries a command that expects an answer, and where its one
+// answer goes. Commands themselves are plain values (no channel, no
+// closure): the reply plumbing lives here, in the layer that sends and
+// delivers them, so a command could cross a process boundary as it is.
+type Envelope struct {
+	Msg    any
+	answer chan<- Reply // buffered with room for exactly one answer
+}
 
-func (r *replyTo) respond(x reply)      { r.ch <- x } // buffered with room for exactly one reply
-func (r *replyTo) attach(ch chan reply) { r.ch = ch }
+// Respond sends the one answer. A nil envelope is a command nobody waits
+// for (an actor running one of its own commands): the answer is dropped.
+func (e *Envelope) Respond(x Reply) {
+	if e != nil {
+		e.answer <- x
+	}
+}
 
-type command interface {
-	respond(reply)
-	attach(chan reply)
+// newEnvelope wraps msg and returns where its answer arrives.
+func newEnvelope(msg any) (*Envelope, <-chan Reply) {
+	ch := make(chan Reply, 1)
+	return &Envelope{Msg: msg, answer: ch}, ch
+}
+
+// refuseUnknown answers a command its actor does not handle: a bug in
+// the sender, answered rather than left to time out.
+func refuseUnknown(env *Envelope) {
+	slog.Error("a command its actor does not handle", "type", fmt.Sprintf("%T", env.Msg))
+	env.Respond(Reply{Err: apierr.New(apierr.Internal, "internal error")})
 }
 
 var errUnavailable = apierr.New(apierr.ServiceUnavailable, "the service did not answer in time; retry the request")
 
-func (e *Engine) ask(pid *actor.PID, c command) reply {
-	ch := make(chan reply, 1)
-	c.attach(ch)
-	e.system.Root.Send(pid, c)
+// ask sends msg to pid in an envelope and waits for its answer, at most
+// askTimeout.
+func (e *Engine) ask(pid *actor.PID, msg any) Reply {
+	env, answer := newEnvelope(msg)
+	e.system.Root.Send(pid, env)
 	t := time.NewTimer(askTimeout)
 	defer t.Stop()
 	select {
-	case r := <-ch:
+	case r := <-answer:
 		return r
 	case <-t.C:
-		return reply{err: errUnavailable}
+		return Reply{Err: errUnavailable}
 	}
 }
 
@@ -482,8 +502,8 @@ func (e *Engine) onDeadLetter(evt any) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok {
 		msg = env.Message
 	}
-	if c, ok := msg.(command); ok {
-		c.respond(reply{gone: true})
+	if env, ok := msg.(*Envelope); ok {
+		env.Respond(Reply{Gone: true})
 	}
 }
 

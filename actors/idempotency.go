@@ -121,8 +121,7 @@ func (e *Engine) lookupStored(p *idemPending) (r storedResponse, found, fresh bo
 
 // idemBegin asks the project actor to admit an idempotent request.
 type idemBegin struct {
-	replyTo
-	pending *idemPending
+	pending idemPending
 }
 
 // idemEnd tells the project actor the request finished (either way).
@@ -131,43 +130,43 @@ type idemEnd struct {
 }
 
 // idempotent runs op at most once per (caller, key) within the project.
-func (e *Engine) idempotent(c *Caller, req *IdempotencyRequest, op func(p *idemPending) reply) reply {
+func (e *Engine) idempotent(c *Caller, req *IdempotencyRequest, op func(p *idemPending) Reply) Reply {
 	if req == nil || req.Key == "" {
 		return op(nil)
 	}
 	h, ok := e.project(c.ProjectID)
 	if !ok {
-		return reply{err: apierr.New(apierr.AuthenticationFailed, "the project of this credential no longer exists")}
+		return Reply{Err: apierr.New(apierr.AuthenticationFailed, "the project of this credential no longer exists")}
 	}
 	p := &idemPending{projectID: c.ProjectID, scope: idemScope(c.ProjectID, c.ActorID, req.Key), requestHash: req.RequestHash}
-	r := e.ask(h.pid, &idemBegin{pending: p})
-	if r.err != nil || r.replayed {
+	r := e.ask(h.pid, idemBegin{pending: *p})
+	if r.Err != nil || r.Replayed {
 		return r
 	}
 	res := op(p)
-	e.system.Root.Send(h.pid, &idemEnd{scope: p.scope})
+	e.system.Root.Send(h.pid, idemEnd{scope: p.scope})
 	return res
 }
 
 // createInProject runs a create that the caller's project actor performs,
 // at most once per Idempotency-Key (cmd receives the pending key to seal
 // the response into the create's own batch).
-func (e *Engine) createInProject(c *Caller, req *IdempotencyRequest, cmd func(ip *idemPending) command) (Result, *apierr.Error) {
+func (e *Engine) createInProject(c *Caller, req *IdempotencyRequest, cmd func(ip *idemPending) any) (Result, *apierr.Error) {
 	h, err := e.projectOf(c)
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.idempotent(c, req, func(ip *idemPending) reply { return e.ask(h.pid, cmd(ip)) }))
+	return result(e.idempotent(c, req, func(ip *idemPending) Reply { return e.ask(h.pid, cmd(ip)) }))
 }
 
 // checkIdempotency is the project actor's rule for an arriving key.
-func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPending) reply {
+func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p idemPending) Reply {
 	now := e.clock.Now()
 	if started, busy := inFlight[p.scope]; busy && now.Sub(started) < idempotencyInFlightTimeout {
-		return reply{err: apierr.New(apierr.IdempotencyInProgress,
+		return Reply{Err: apierr.New(apierr.IdempotencyInProgress,
 			"a request with this Idempotency-Key is still in progress; retry after it completes")}
 	}
-	stored, found, fresh := e.lookupStored(p)
+	stored, found, fresh := e.lookupStored(&p)
 	if found && !fresh {
 		// Expired: the key is free again. Its old expiry index entry goes
 		// now, so the sweep can never delete the record about to replace it.
@@ -177,14 +176,14 @@ func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPendin
 	}
 	if found && fresh {
 		if stored.requestHash != p.requestHash {
-			return reply{err: apierr.New(apierr.Conflict,
+			return Reply{Err: apierr.New(apierr.Conflict,
 				"this Idempotency-Key was already used with a different method, path or body").
 				WithDetails("reason", "idempotency_key_reused")}
 		}
-		return reply{status: stored.status, body: stored.body, replayed: true}
+		return Reply{Status: stored.status, Body: stored.body, Replayed: true}
 	}
 	inFlight[p.scope] = now
-	return reply{}
+	return Reply{}
 }
 
 // idempotencySweepBatch bounds how many expired records one sweep deletes.

@@ -26,24 +26,22 @@ type Caller struct {
 
 func (c *Caller) actor() Actor { return Actor{Type: c.ActorType, ID: c.ActorID} }
 
-// Project actor commands.
+// Project actor commands: plain values, sent in an Envelope that carries
+// the answer.
 type (
 	createRoom struct {
-		replyTo
-		caller *Caller
+		caller Caller
 		params validatedRoom
-		idem   *idemPending
+		idem   *idemPending // nil without an Idempotency-Key
 	}
 	createKey struct {
-		replyTo
-		caller *Caller
+		caller Caller
 		name   string
 		scopes scopes.Set
 		idem   *idemPending
 	}
 	revokeKey struct {
-		replyTo
-		caller *Caller
+		caller Caller
 		keyID  string
 	}
 	// roomClosed tells the project a room ended; sent by the room, no reply.
@@ -82,28 +80,33 @@ func (a *projectActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
-	case *createRoom:
-		a.createRoom(m)
-	case *createKey:
-		a.createKey(m)
-	case *revokeKey:
-		a.revokeKey(m)
-	case *touchKey:
+	case *Envelope:
+		switch c := m.Msg.(type) {
+		case createRoom:
+			a.createRoom(c, m)
+		case createKey:
+			a.createKey(c, m)
+		case revokeKey:
+			a.revokeKey(c, m)
+		case idemBegin:
+			m.Respond(a.e.checkIdempotency(a.idemInFlight, c.pending))
+		case createEndpoint:
+			a.createEndpoint(c, m)
+		case disableEndpoint:
+			a.disableEndpoint(c, m)
+		case renameProject:
+			a.renameProject(c, m)
+		case archiveProject:
+			a.archiveProject(c, m)
+		default:
+			refuseUnknown(m)
+		}
+	case touchKey:
 		a.recordKeyUse(m)
-	case *idemBegin:
-		m.respond(a.e.checkIdempotency(a.idemInFlight, m.pending))
-	case *idemEnd:
+	case idemEnd:
 		delete(a.idemInFlight, m.scope)
-	case *roomClosed:
+	case roomClosed:
 		a.roomClosed(m)
-	case *createEndpoint:
-		a.createEndpoint(m)
-	case *disableEndpoint:
-		a.disableEndpoint(m)
-	case *renameProject:
-		a.renameProject(m)
-	case *archiveProject:
-		a.archiveProject(m)
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
 	case sweep:
@@ -143,7 +146,7 @@ func (a *projectActor) recover() {
 	// The wallet lists its workspace's projects (billing audits and
 	// webhooks go to each); a project created by the dashboard joins that
 	// list here, idempotently, so a crash between the two cannot lose it.
-	a.e.system.Root.Send(wh.pid, &addProject{projectID: a.id})
+	a.e.system.Root.Send(wh.pid, addProject{projectID: a.id})
 	a.publish()
 	a.publishEndpoints()
 	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
@@ -176,17 +179,17 @@ func (a *projectActor) record(b *persistence.Batch, events ...projectEvent) {
 	a.log.record(b, events...)
 }
 
-func (a *projectActor) createRoom(m *createRoom) {
+func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 	e := a.e
 	p := a.shared.project.Load()
 	if p.Status != ProjectActive {
 		// Archived while this request was on its way.
-		m.respond(reply{err: errBadCredential})
+		r.Respond(Reply{Err: errBadCredential})
 		return
 	}
 	limits := e.limitsOf(p)
 	if len(a.state.ActiveRooms)-int(a.shared.endedRooms.Load()) >= limits.MaxActiveRooms {
-		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
+		r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
 			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
 		return
 	}
@@ -195,11 +198,11 @@ func (a *projectActor) createRoom(m *createRoom) {
 		maxParticipants = limits.MaxParticipantsPerRoom
 	}
 	if maxParticipants > limits.MaxParticipantsPerRoom {
-		m.respond(reply{err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
+		r.Respond(Reply{Err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
 		return
 	}
 	if err := e.allowRate("room_creates:"+a.id, "room_creates_per_minute", limits.RoomCreatesPerMinute); err != nil {
-		m.respond(reply{err: err})
+		r.Respond(Reply{Err: err})
 		return
 	}
 	now := e.createdAt()
@@ -228,7 +231,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	defer close(spawned) // also if spawning panics: the syncer must not wait forever
 	e.store.Commit(b, func() {
 		<-spawned
-		m.respond(reply{status: 201, body: body})
+		r.Respond(Reply{Status: 201, Body: body})
 	})
 	h, _ := e.project(a.id)
 	e.spawnRoom(room.ID, h, a.id, nil)
@@ -236,7 +239,7 @@ func (a *projectActor) createRoom(m *createRoom) {
 	a.countedRooms++
 }
 
-func (a *projectActor) roomClosed(m *roomClosed) {
+func (a *projectActor) roomClosed(m roomClosed) {
 	if m.counted {
 		a.shared.endedRooms.Add(-1)
 	}
@@ -250,30 +253,30 @@ func (a *projectActor) roomClosed(m *roomClosed) {
 	a.countedRooms--
 }
 
-func (a *projectActor) createKey(m *createKey) {
+func (a *projectActor) createKey(m createKey, r *Envelope) {
 	e := a.e
 	if a.state.Project.Status != ProjectActive {
-		m.respond(reply{err: errBadCredential}) // archived while the request was on its way
+		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
 	}
 	if !m.caller.Scopes.Contains(m.scopes) {
 		missing := scopes.Set(m.scopes &^ m.caller.Scopes)
-		m.respond(reply{err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
+		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
 			WithDetails("missing_scopes", missing.Names())})
 		return
 	}
 	if a.state.ActiveKeys >= MaxActiveAPIKeysPerProject {
-		m.respond(reply{err: apierr.New(apierr.APIKeyLimitReached, "the project has %d active API keys, the maximum; revoke one first", MaxActiveAPIKeysPerProject).
+		r.Respond(Reply{Err: apierr.New(apierr.APIKeyLimitReached, "the project has %d active API keys, the maximum; revoke one first", MaxActiveAPIKeysPerProject).
 			WithDetails("limit", MaxActiveAPIKeysPerProject)})
 		return
 	}
 	if err := e.allowRate("api_key_creates:"+a.id, "api_key_creates_per_minute", APIKeyCreatesPerMinute); err != nil {
-		m.respond(reply{err: err})
+		r.Respond(Reply{Err: err})
 		return
 	}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
-		m.respond(reply{err: apierr.New(apierr.Internal, "could not generate a key")})
+		r.Respond(Reply{Err: apierr.New(apierr.Internal, "could not generate a key")})
 		return
 	}
 	now := e.createdAt()
@@ -288,7 +291,7 @@ func (a *projectActor) createKey(m *createKey) {
 
 	b := e.store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
-	a.e.writeAudit(b, a.id, m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
+	a.e.writeAudit(b, a.id, &m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.idem != nil {
 		e.putStored(b, m.idem, 201, body)
@@ -298,19 +301,19 @@ func (a *projectActor) createKey(m *createKey) {
 	e.store.Commit(b, func() {
 		// Usable only once its creation is durable.
 		e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) { reg[key.Hash] = rec })
-		m.respond(reply{status: 201, body: body})
+		r.Respond(Reply{Status: 201, Body: body})
 	})
 }
 
-func (a *projectActor) revokeKey(m *revokeKey) {
+func (a *projectActor) revokeKey(m revokeKey, r *Envelope) {
 	e := a.e
 	key, ok := a.state.Keys[m.keyID]
 	if !ok {
-		m.respond(reply{err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
+		r.Respond(Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
 		return
 	}
 	if m.caller.ActorType == "api_key" && m.caller.ActorID == key.ID {
-		m.respond(reply{err: apierr.New(apierr.Conflict,
+		r.Respond(Reply{Err: apierr.New(apierr.Conflict,
 			"a key cannot revoke itself; create a new key, switch to it, then revoke this one with the new key").
 			WithDetails("reason", "cannot_revoke_current_key")})
 		return
@@ -319,7 +322,7 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 		// DELETE is idempotent. The revocation may still be on its way to
 		// disk (a concurrent first DELETE): answer once it is durable.
 		body := mustJSON(key.view())
-		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
+		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
 	// Revocation takes effect at once, before it is durable: failing safe.
@@ -329,17 +332,18 @@ func (a *projectActor) revokeKey(m *revokeKey) {
 	body := mustJSON(revoked.view())
 	b := e.store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body)
-	e.writeAudit(b, a.id, m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
+	e.writeAudit(b, a.id, &m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
-	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // touchKey asks the project to journal a key's last use. Authentication
 // sends it without waiting, at most once per apiKeyTouchInterval per key
-// (KeyRecord.noteUse), and holds the record's touching flag until it is
-// handled.
+// (KeyRecord.noteUse), and holds the registry record's touching flag
+// until the project clears it.
 type touchKey struct {
-	rec *KeyRecord
+	keyID  string
+	usedAt time.Time // the use that made the sender ask
 }
 
 // recordKeyUse journals the latest use noted in the registry record
@@ -350,13 +354,19 @@ type touchKey struct {
 // waits for it, so it needs no durable callback; a crash before its batch
 // is synced loses this use only (the key shows the one recorded before,
 // until its next use).
-func (a *projectActor) recordKeyUse(m *touchKey) {
-	defer m.rec.touching.Store(false)
-	key, ok := a.state.Keys[m.rec.KeyID]
+func (a *projectActor) recordKeyUse(m touchKey) {
+	key, ok := a.state.Keys[m.keyID]
 	if !ok {
 		return
 	}
-	used := time.Unix(0, m.rec.lastUsedNanos.Load()).UTC()
+	used := m.usedAt.UTC()
+	rec := a.e.apiKeys.lookup(key.Hash) // nil once revoked
+	if rec != nil {
+		defer rec.touching.Store(false)
+		if n := rec.lastUsedNanos.Load(); n > used.UnixNano() {
+			used = time.Unix(0, n).UTC()
+		}
+	}
 	if !key.LastUsedAt.IsZero() && used.Sub(key.LastUsedAt) < apiKeyTouchInterval {
 		return
 	}
@@ -364,7 +374,9 @@ func (a *projectActor) recordKeyUse(m *touchKey) {
 	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
 	a.e.store.Commit(b, nil)
-	m.rec.persistedNanos.Store(used.UnixNano())
+	if rec != nil {
+		rec.persistedNanos.Store(used.UnixNano())
+	}
 }
 
 func (a *projectActor) sweepIdempotency() {

@@ -15,13 +15,13 @@ import (
 
 type (
 	renameProject struct {
-		replyTo
-		user *DashboardUser
+		user DashboardUser
 		name string
 	}
+	// archiveProject is sent by the directory, which decided the caller
+	// may archive the project.
 	archiveProject struct {
-		replyTo
-		user *DashboardUser
+		user DashboardUser
 	}
 )
 
@@ -29,11 +29,11 @@ type projectRenamed struct {
 	Name string `json:"name"`
 }
 
-func (a *projectActor) renameProject(m *renameProject) {
+func (a *projectActor) renameProject(m renameProject, r *Envelope) {
 	e := a.e
 	p := a.state.Project
 	if p.Status != ProjectActive {
-		m.respond(reply{err: apierr.New(apierr.Conflict, "an archived project cannot be renamed").WithDetails("reason", "project_archived")})
+		r.Respond(Reply{Err: apierr.New(apierr.Conflict, "an archived project cannot be renamed").WithDetails("reason", "project_archived")})
 		return
 	}
 	old := p.Name
@@ -41,18 +41,18 @@ func (a *projectActor) renameProject(m *renameProject) {
 	a.record(b, projectEvent{ProjectRenamed: &projectRenamed{Name: m.name}})
 	details := map[string]any{"name": m.name, "previous_name": old}
 	e.writeAudit(b, a.id, m.user.caller(a.id), "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
-	e.writeAccountAudit(b, p.AccountID, m.user, "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
+	e.writeAccountAudit(b, p.AccountID, &m.user, "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
 	a.publish()
 	p = a.state.Project
 	body := mustJSON(projectView(&p))
-	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // archiveProject refuses while rooms are active (their participants would
 // lose the project under them), then revokes every active API key and
 // disables every webhook endpoint. Both take effect at once, before the
 // archive is durable: failing safe, like a single key's revocation.
-func (a *projectActor) archiveProject(m *archiveProject) {
+func (a *projectActor) archiveProject(m archiveProject, r *Envelope) {
 	e := a.e
 	p := a.state.Project
 	if p.Status != ProjectActive {
@@ -60,11 +60,11 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 		// (the directory lets no second archive in while the first runs;
 		// this does not rely on it).
 		body := mustJSON(projectView(&p))
-		e.store.AfterDurable(func() { m.respond(reply{status: 200, body: body}) })
+		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
 	if n := len(a.state.ActiveRooms) - int(a.shared.endedRooms.Load()); n > 0 {
-		m.respond(reply{err: apierr.New(apierr.ProjectHasActiveRooms, "the project has %d active room(s); end them before archiving it", n).
+		r.Respond(Reply{Err: apierr.New(apierr.ProjectHasActiveRooms, "the project has %d active room(s); end them before archiving it", n).
 			WithDetails("active_rooms", n)})
 		return
 	}
@@ -106,7 +106,7 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 	a.record(b, projectEvent{ProjectArchived: &projectArchived{At: now}})
 	details := map[string]any{"name": p.Name, "revoked_api_keys": len(revoked)}
 	e.writeAudit(b, a.id, caller, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
-	e.writeAccountAudit(b, p.AccountID, m.user, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
+	e.writeAccountAudit(b, p.AccountID, &m.user, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
 
 	e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) {
 		for _, h := range revoked {
@@ -117,7 +117,7 @@ func (a *projectActor) archiveProject(m *archiveProject) {
 	a.publishEndpoints()
 	p = a.state.Project
 	body := mustJSON(projectView(&p))
-	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 type projectArchived struct {

@@ -74,8 +74,8 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	}
 	state := func(e *Engine) (Topup, money.Micros) {
 		w, _ := e.wallet(account)
-		r := e.ask(w.pid, &getWallet{})
-		return e.ask(w.pid, &getTopup{paymentID: paymentID}).value.(Topup), money.Micros(r.value.(walletReading).balance)
+		r := e.ask(w.pid, getWallet{})
+		return e.ask(w.pid, getTopup{paymentID: paymentID}).Value.(Topup), money.Micros(r.Value.(walletReading).balance)
 	}
 
 	// The provider's API fails: credited anyway, answered 503.

@@ -10,26 +10,23 @@ import (
 	"rtcd/persistence"
 )
 
-// Room actor commands.
+// Room actor commands: plain values, sent in an Envelope that carries the
+// answer.
 type (
 	createParticipant struct {
-		replyTo
-		caller *Caller
+		caller Caller
 		params validatedParticipant
-		idem   *idemPending
+		idem   *idemPending // nil without an Idempotency-Key
 	}
 	connectParticipant struct {
-		replyTo
 		claims auth.ParticipantClaims
 	}
 	removeParticipant struct {
-		replyTo
-		caller        *Caller
+		caller        Caller
 		participantID string
 	}
 	deleteRoom struct {
-		replyTo
-		caller *Caller
+		caller Caller
 	}
 )
 
@@ -58,21 +55,26 @@ func (a *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover(ctx)
-	case *connectParticipant:
-		a.connect(ctx, m)
-	case *createParticipant:
-		a.createParticipant(ctx, m)
-	case *removeParticipant:
-		a.removeParticipant(ctx, m)
-	case *deleteRoom:
-		a.deleteRoom(ctx, m)
+	case *Envelope:
+		switch c := m.Msg.(type) {
+		case connectParticipant:
+			a.connect(ctx, c, m)
+		case createParticipant:
+			a.createParticipant(ctx, c, m)
+		case removeParticipant:
+			a.removeParticipant(ctx, c, m)
+		case deleteRoom:
+			a.deleteRoom(ctx, c, m)
+		default:
+			refuseUnknown(m)
+		}
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
-	case *mediaJoined:
+	case mediaJoined:
 		a.join(ctx, m.r)
-	case *mediaLeft:
+	case mediaLeft:
 		a.mediaLeft(m.r)
-	case *mediaPresence:
+	case mediaPresence:
 		a.reconcile(ctx, m)
 	case sweep:
 		a.sweep(ctx)
@@ -115,7 +117,7 @@ func (a *roomActor) recover(ctx actor.Context) {
 	case RoomEnding:
 		a.finishEnding() // it crashed or stopped mid-ending
 	case RoomEnded:
-		ctx.Send(a.projectPID(), &roomClosed{roomID: a.id}) // the project may have missed it
+		ctx.Send(a.projectPID(), roomClosed{roomID: a.id}) // the project may have missed it
 	}
 }
 
@@ -160,25 +162,25 @@ func (a *roomActor) admitting() bool {
 	return s == RoomWaiting || s == RoomActive
 }
 
-func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
+func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r *Envelope) {
 	e := a.e
 	a.expireIfDue(ctx)
 	if !a.admitting() {
-		m.respond(reply{err: a.closedError()})
+		r.Respond(Reply{Err: a.closedError()})
 		return
 	}
 	if len(a.state.Participants) >= MaxParticipantSessionsPerRoom {
-		m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
+		r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
 			WithDetails("limit_name", "participant_sessions_per_room", "limit", MaxParticipantSessionsPerRoom)})
 		return
 	}
 	if a.creditGateClosed() {
-		m.respond(reply{err: errInsufficientCredit})
+		r.Respond(Reply{Err: errInsufficientCredit})
 		return
 	}
 	limits := e.limitsOf(a.project.project.Load())
 	if err := e.allowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
-		m.respond(reply{err: err})
+		r.Respond(Reply{Err: err})
 		return
 	}
 	now := e.createdAt()
@@ -205,44 +207,44 @@ func (a *roomActor) createParticipant(ctx actor.Context, m *createParticipant) {
 		e.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
-	e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
 }
 
 // connect runs the connect checks that need state, in the spec's order:
 // project status, room status, participant status, participant limit,
 // project quota, account credit policy, media availability. Token signature
 // and expiry were checked before the message was sent.
-func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
+func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope) {
 	e := a.e
 	if a.project.project.Load().Status != ProjectActive {
-		m.respond(reply{err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
+		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
 		return
 	}
 	a.expireIfDue(ctx)
 	if !a.admitting() {
-		m.respond(reply{err: a.closedError()})
+		r.Respond(Reply{Err: a.closedError()})
 		return
 	}
 	p, ok := a.state.Participants[m.claims.ParticipantID]
 	if !ok {
-		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
+		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
+		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
 			WithDetails("participant_status", p.Status)})
 		return
 	}
 	newSlot := !p.counts()
 	if newSlot {
 		if a.state.Connected >= a.state.Room.MaxParticipants {
-			m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
+			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
 		}
 		limit := e.limitsOf(a.project.project.Load()).MaxActiveParticipants
 		if !a.acquireProjectSlot(limit) {
-			m.respond(reply{err: apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
+			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
 				WithDetails("limit_name", "max_active_participants", "limit", limit)})
 			return
 		}
@@ -251,14 +253,14 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 		if newSlot {
 			a.releaseProjectSlots(1)
 		}
-		m.respond(reply{err: errInsufficientCredit})
+		r.Respond(Reply{Err: errInsufficientCredit})
 		return
 	}
 	if e.settings.MediaURL == "" {
 		if newSlot {
 			a.releaseProjectSlots(1)
 		}
-		m.respond(reply{err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", e.settings.Region)})
+		r.Respond(Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", e.settings.Region)})
 		return
 	}
 
@@ -275,7 +277,7 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 			a.releaseProjectSlots(1)
 		}
 		a.startEnding(ctx, EndReasonExpired, nil, nil)
-		m.respond(reply{err: a.closedError()})
+		r.Respond(Reply{Err: a.closedError()})
 		return
 	}
 	sessionID := ids.New(ids.ConnectSession)
@@ -291,7 +293,7 @@ func (a *roomActor) connect(ctx actor.Context, m *connectParticipant) {
 	if newSlot {
 		a.putParticipantRecord(b, p) // its status is connected now
 	}
-	e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // closeSessionsLostInRestart ends, at recovery, the media sessions an
@@ -368,14 +370,14 @@ func (a *roomActor) releaseProjectSlots(n int) {
 	a.countedSlots -= n
 }
 
-func (a *roomActor) removeParticipant(ctx actor.Context, m *removeParticipant) {
+func (a *roomActor) removeParticipant(ctx actor.Context, m removeParticipant, r *Envelope) {
 	p, ok := a.state.Participants[m.participantID]
 	if !ok {
-		m.respond(reply{err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
+		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		m.respond(reply{status: 200, body: mustJSON(p.view())}) // DELETE is idempotent
+		r.Respond(Reply{Status: 200, Body: mustJSON(p.view())}) // DELETE is idempotent
 		return
 	}
 	now := a.e.clock.Now()
@@ -384,19 +386,19 @@ func (a *roomActor) removeParticipant(ctx actor.Context, m *removeParticipant) {
 	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
 	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
 	body := a.putParticipantRecord(b, p)
-	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 	a.nudgeWallet()
 	if media := a.e.mediaEngine(); media != nil && joined {
 		media.RemoveParticipant(a.id, p.ID)
 	}
 }
 
-func (a *roomActor) deleteRoom(ctx actor.Context, m *deleteRoom) {
+func (a *roomActor) deleteRoom(ctx actor.Context, m deleteRoom, r *Envelope) {
 	if a.admitting() {
-		a.startEnding(ctx, EndReasonDeleted, m.caller, func(body []byte) { m.respond(reply{status: 200, body: body}) })
+		a.startEnding(ctx, EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
-	m.respond(reply{status: 200, body: mustJSON(a.state.Room.view())}) // DELETE is idempotent
+	r.Respond(Reply{Status: 200, Body: mustJSON(a.state.Room.view())}) // DELETE is idempotent
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
@@ -455,7 +457,7 @@ func (a *roomActor) finishEnding() {
 		// Told only once the end is durable, so the project never forgets a
 		// room that would recover as ending. Sent from a goroutine: the
 		// syncer must never block on a full mailbox.
-		go e.system.Root.Send(projectPID, &roomClosed{roomID: a.id, counted: true})
+		go e.system.Root.Send(projectPID, roomClosed{roomID: a.id, counted: true})
 	})
 }
 
@@ -492,7 +494,7 @@ func (a *roomActor) sweep(ctx actor.Context) {
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
 		if a.e.settings.MediaNodeRunsOnItsOwn && a.e.clock.Monotonic()-time.Duration(a.e.lastPresenceSeen.Load()) > mediaPresenceTimeout {
-			a.reconcile(ctx, &mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
+			a.reconcile(ctx, mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
 		}
 	}
 	r := &a.state.Room

@@ -74,14 +74,14 @@ func (e *Engine) mediaEngine() MediaEngine {
 // MediaJoined routes a join report to its room.
 func (e *Engine) MediaJoined(r MediaJoin) {
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
-		e.system.Root.Send(h.pid, &mediaJoined{r: r})
+		e.system.Root.Send(h.pid, mediaJoined{r: r})
 	}
 }
 
 // MediaLeft routes a leave report to its room.
 func (e *Engine) MediaLeft(r MediaLeave) {
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
-		e.system.Root.Send(h.pid, &mediaLeft{r: r})
+		e.system.Root.Send(h.pid, mediaLeft{r: r})
 	}
 }
 
@@ -98,7 +98,7 @@ func (e *Engine) MediaPresence(p MediaPresence) {
 	e.lastPresenceNanos.Store(p.At.UnixNano())
 	e.lastPresenceSeen.Store(int64(e.clock.Monotonic()))
 	e.rooms.Range(func(id, v any) bool {
-		e.system.Root.Send(v.(*roomHandle).pid, &mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
+		e.system.Root.Send(v.(*roomHandle).pid, mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
 		return true
 	})
 }
@@ -283,7 +283,7 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 // reconcile compares the room with a media node's snapshot: a joined
 // participant the node no longer has left (at the snapshot's time); a
 // connected one the node has joined (at the time the node saw it).
-func (a *roomActor) reconcile(ctx actor.Context, m *mediaPresence) {
+func (a *roomActor) reconcile(ctx actor.Context, m mediaPresence) {
 	if !a.admitting() {
 		// The node still holds sessions of a room that is closing or
 		// closed: a close command was lost. Ask again (idempotent).

@@ -104,8 +104,8 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	}
 	// 90 s at 0.001 per second = 0.090000, charged once.
 	w, _ := e.wallet(e.limitsAccount(caller))
-	r := e.ask(w.pid, &getWallet{})
-	if got := money.Micros(r.value.(walletReading).balance); got != 10_000_000-90_000 {
+	r := e.ask(w.pid, getWallet{})
+	if got := money.Micros(r.Value.(walletReading).balance); got != 10_000_000-90_000 {
 		t.Fatalf("balance %s, want 9.910000", got)
 	}
 }

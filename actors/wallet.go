@@ -244,7 +244,6 @@ type (
 	// applyCharges nudges the wallet to apply pending usage charges.
 	applyCharges struct{}
 	createTopup  struct {
-		replyTo
 		topup Topup
 	}
 	// PaymentUpdate is a verified provider callback, already mapped to a payment.
@@ -259,17 +258,14 @@ type (
 		At              time.Time
 	}
 	paymentUpdate struct {
-		replyTo
 		u PaymentUpdate
 	}
 	// getTopup asks for a copy of one top-up (the zero Topup when there
 	// is none).
 	getTopup struct {
-		replyTo
 		paymentID string
 	}
 	adjustBalance struct {
-		replyTo
 		amount int64
 		reason string
 		actor  Actor
@@ -292,23 +288,28 @@ func (a *walletActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
+	case *Envelope:
+		switch c := m.Msg.(type) {
+		case createTopup:
+			a.createTopup(c, m)
+		case paymentUpdate:
+			a.paymentUpdate(c, m)
+		case getTopup:
+			var t Topup
+			if found := a.state.Topups[c.paymentID]; found != nil {
+				t = *found
+			}
+			m.Respond(Reply{Value: t})
+		case adjustBalance:
+			a.adjust(c, m)
+		case getWallet:
+			m.Respond(Reply{Value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
+		default:
+			refuseUnknown(m)
+		}
 	case applyCharges:
 		a.applyCharges()
-	case *createTopup:
-		a.createTopup(m)
-	case *paymentUpdate:
-		a.paymentUpdate(m)
-	case *getTopup:
-		var t Topup
-		if found := a.state.Topups[m.paymentID]; found != nil {
-			t = *found
-		}
-		m.respond(reply{value: t})
-	case *adjustBalance:
-		a.adjust(m)
-	case *getWallet:
-		m.respond(reply{value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
-	case *addProject:
+	case addProject:
 		a.addProject(m)
 	case sweep:
 		a.applyCharges()
@@ -450,7 +451,7 @@ func (a *walletActor) pid() *actor.PID {
 	return h.pid
 }
 
-func (a *walletActor) createTopup(m *createTopup) {
+func (a *walletActor) createTopup(m createTopup, r *Envelope) {
 	t := m.topup
 	t.Status = PaymentPending
 	b := a.e.store.NewBatch()
@@ -458,7 +459,7 @@ func (a *walletActor) createTopup(m *createTopup) {
 	body := a.putTopupRecord(b, &t)
 	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
 	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
-	a.e.store.Commit(b, func() { m.respond(reply{status: 201, body: body}) })
+	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
 }
 
 func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
@@ -471,15 +472,15 @@ func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
 // payment of a pending top-up credits the wallet, so a repeated callback
 // credits once; moves out of a final state are ignored (answered 200 so the
 // provider stops retrying).
-func (a *walletActor) paymentUpdate(m *paymentUpdate) {
+func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 	u := m.u
 	t, ok := a.state.Topups[u.PaymentID]
 	if !ok {
-		m.respond(reply{err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
+		r.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
 		return
 	}
 	if u.Provider != "" && u.Provider != t.Provider {
-		m.respond(reply{err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
+		r.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
 		return
 	}
 	b := a.e.store.NewBatch()
@@ -491,7 +492,7 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))})
+		r.Respond(Reply{Status: 200, Body: mustJSON(a.e.topupView(t))})
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
@@ -517,7 +518,7 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		m.respond(reply{status: 200, body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
+		r.Respond(Reply{Status: 200, Body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
@@ -529,7 +530,7 @@ func (a *walletActor) paymentUpdate(m *paymentUpdate) {
 		})
 	}
 	a.publish()
-	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // wantsReceipt reports whether a success callback of provider for t should
@@ -561,13 +562,12 @@ func (a *walletActor) expireTopups() {
 	now := a.e.clock.Now()
 	for _, t := range a.state.Topups {
 		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
-			a.paymentUpdate(&paymentUpdate{replyTo: replyTo{ch: make(chan reply, 1)},
-				u: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}})
+			a.paymentUpdate(paymentUpdate{u: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
 		}
 	}
 }
 
-func (a *walletActor) adjust(m *adjustBalance) {
+func (a *walletActor) adjust(m adjustBalance, r *Envelope) {
 	b := a.e.store.NewBatch()
 	entry := a.addLedgerEntry(b, LedgerAdjustment, m.amount, m.reason, map[string]any{"type": "operator", "id": m.actor.ID})
 	for _, p := range a.state.Account.ProjectIDs {
@@ -577,13 +577,13 @@ func (a *walletActor) adjust(m *adjustBalance) {
 	}
 	a.publish()
 	body := mustJSON(a.e.ledgerView(&entry))
-	a.e.store.Commit(b, func() { m.respond(reply{status: 200, body: body}) })
+	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // addProject is sent when a project is created in the workspace.
 type addProject struct{ projectID string }
 
-func (a *walletActor) addProject(m *addProject) {
+func (a *walletActor) addProject(m addProject) {
 	for _, p := range a.state.Account.ProjectIDs {
 		if p == m.projectID {
 			return
