@@ -38,15 +38,15 @@ func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
 	if !auth.CheckAPIKeyFormat(secret) {
 		return nil, errBadCredential
 	}
-	rec := e.apiKeys.lookup(e.keys.HashAPIKey(secret))
+	rec := e.env.APIKeys.Lookup(e.env.Keys.HashAPIKey(secret))
 	if rec == nil {
 		return nil, errBadCredential
 	}
 	h, ok := e.project(rec.ProjectID)
-	if !ok || h.shared.project.Load().Status != ProjectActive {
+	if !ok || h.gate.Record.Load().Status != ProjectActive {
 		return nil, errBadCredential
 	}
-	if now := e.clock.Now(); rec.noteUse(now) {
+	if now := e.env.Clock.Now(); rec.NoteUse(now) {
 		// Without waiting: the project journals it (touchKey) when it gets
 		// to it, and only one such message per key is ever on its way.
 		e.system.Root.Send(h.pid, touchKey{keyID: rec.KeyID, usedAt: now})
@@ -64,7 +64,7 @@ func (e *Engine) projectOf(c *Caller) (*projectHandle, *apierr.Error) {
 
 // CreateRoom creates a room (POST /v1/rooms).
 func (e *Engine) CreateRoom(c *Caller, p *RoomParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
-	v, err := validateRoom(p, e.settings.Region)
+	v, err := validateRoom(p, e.env.Settings.Region)
 	if err != nil {
 		return Result{}, err
 	}
@@ -76,7 +76,7 @@ func (e *Engine) GetRoom(c *Caller, roomID string) ([]byte, *apierr.Error) {
 	if !ids.Valid(roomID, ids.Room) {
 		return nil, apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
 	}
-	body, err := e.store.Get(roomRecordKey(c.ProjectID, roomID))
+	body, err := e.env.Store.Get(roomRecordKey(c.ProjectID, roomID))
 	if err != nil {
 		return nil, notFoundOrInternal(err, apierr.New(apierr.RoomNotFound, "no room %s in this project", roomID))
 	}
@@ -86,7 +86,9 @@ func (e *Engine) GetRoom(c *Caller, roomID string) ([]byte, *apierr.Error) {
 // ListRooms lists the project's rooms, newest first (GET /v1/rooms).
 func (e *Engine) ListRooms(c *Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixRoomIdx, c.ProjectID), limit, true,
-		func(roomID []byte) ([]byte, error) { return e.store.Get(roomRecordKey(c.ProjectID, string(roomID))) })
+		func(roomID []byte) ([]byte, error) {
+			return e.env.Store.Get(roomRecordKey(c.ProjectID, string(roomID)))
+		})
 }
 
 // DeleteRoom ends a room (DELETE /v1/rooms/{id}); idempotent.
@@ -112,7 +114,7 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() any, ifStopped fun
 			return result(r)
 		}
 	}
-	record, err := e.store.Get(roomRecordKey(projectID, roomID))
+	record, err := e.env.Store.Get(roomRecordKey(projectID, roomID))
 	if err != nil {
 		return Result{}, notFoundOrInternal(err, notFound)
 	}
@@ -167,7 +169,7 @@ func (e *Engine) GetParticipant(c *Caller, roomID, participantID string) ([]byte
 	if !ids.Valid(participantID, ids.Participant) {
 		return nil, notFound
 	}
-	body, err := e.store.Get(participantRecordKey(c.ProjectID, roomID, participantID))
+	body, err := e.env.Store.Get(participantRecordKey(c.ProjectID, roomID, participantID))
 	if err != nil {
 		return nil, notFoundOrInternal(err, notFound)
 	}
@@ -181,7 +183,7 @@ func (e *Engine) ListParticipants(c *Caller, roomID string, limit int) ([]byte, 
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixPartIdx, c.ProjectID+"/"+roomID), limit, false,
 		func(id []byte) ([]byte, error) {
-			return e.store.Get(participantRecordKey(c.ProjectID, roomID, string(id)))
+			return e.env.Store.Get(participantRecordKey(c.ProjectID, roomID, string(id)))
 		})
 }
 
@@ -220,7 +222,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 			e.connectResults(code)
 		}
 	}()
-	if err := e.allowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.settings.ConnectPerIPPerMinute); err != nil {
+	if err := e.env.AllowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.env.Settings.ConnectPerIPPerMinute); err != nil {
 		return Result{}, err
 	}
 	if p.Token == nil {
@@ -237,7 +239,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 			return Result{}, err
 		}
 	}
-	claims, err := e.keys.VerifyParticipantToken(*p.Token, e.clock.Now())
+	claims, err := e.env.Keys.VerifyParticipantToken(*p.Token, e.env.Clock.Now())
 	switch {
 	case errors.Is(err, auth.ErrTokenExpired):
 		return Result{}, apierr.New(apierr.ParticipantTokenExpired, "the participant token has expired; ask your backend for a new one")
@@ -248,8 +250,8 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *a
 	if !ok {
 		return Result{}, apierr.New(apierr.PermissionDenied, "the project of this token does not exist")
 	}
-	limits := e.limitsOf(h.shared.project.Load())
-	if err := e.allowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
+	limits := e.env.LimitsOf(h.gate.Record.Load())
+	if err := e.env.AllowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
 		return Result{}, err
 	}
 	return e.askRoom(claims.ProjectID, claims.RoomID, func() any { return connectParticipant{claims: claims} }, endedRoomError)
@@ -326,7 +328,7 @@ func (e *Engine) ProjectLimits(c *Caller) ([]byte, *apierr.Error) {
 	if err != nil {
 		return nil, err
 	}
-	l := e.limitsOf(h.shared.project.Load())
+	l := e.env.LimitsOf(h.gate.Record.Load())
 	return mustJSON(struct {
 		Object    string `json:"object"`
 		ProjectID string `json:"project_id"`
@@ -348,7 +350,7 @@ func (e *Engine) listPage(prefix []byte, limit int, withCursor bool, fetch func(
 	n := 0
 	hasMore := false
 	var fetchErr error
-	err := e.store.Scan(prefix, limit+1, func(_, value []byte) bool {
+	err := e.env.Store.Scan(prefix, limit+1, func(_, value []byte) bool {
 		if n == limit {
 			hasMore = true
 			return false

@@ -61,7 +61,7 @@ func (e *Engine) accountOf(c *Caller) (string, *walletHandle, *apierr.Error) {
 	if err != nil {
 		return "", nil, err
 	}
-	accountID := h.shared.project.Load().AccountID
+	accountID := h.gate.Record.Load().AccountID
 	w, ok := e.wallet(accountID)
 	if !ok {
 		return "", nil, apierr.New(apierr.Internal, "the workspace has no wallet")
@@ -92,7 +92,7 @@ func (e *Engine) Balance(c *Caller) ([]byte, *apierr.Error) {
 		Currency  string `json:"currency"`
 		Available string `json:"available"`
 		Reserved  string `json:"reserved"`
-	}{"balance", e.settings.Billing.Currency, money.Micros(w.balance).Format(2), money.Micros(0).Format(2)}), nil
+	}{"balance", e.env.Settings.Billing.Currency, money.Micros(w.balance).Format(2), money.Micros(0).Format(2)}), nil
 }
 
 // Pricing is GET /v1/billing/pricing.
@@ -101,7 +101,7 @@ func (e *Engine) Pricing(c *Caller) ([]byte, *apierr.Error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &e.settings.Billing
+	b := &e.env.Settings.Billing
 	return mustJSON(struct {
 		Object                 string `json:"object"`
 		Currency               string `json:"currency"`
@@ -146,13 +146,13 @@ func (e *Engine) CreateTopup(ctx context.Context, c *Caller, p *TopupParams, che
 	if err != nil {
 		return Result{}, err
 	}
-	if err := e.allowRate("topup_creates:"+c.ProjectID, "topup_creates_per_minute", TopupCreatesPerMinute); err != nil {
+	if err := e.env.AllowRate("topup_creates:"+c.ProjectID, "topup_creates_per_minute", TopupCreatesPerMinute); err != nil {
 		return Result{}, err
 	}
-	now := e.createdAt()
+	now := e.env.CreatedAt()
 	t := Topup{
-		PaymentID: ids.New(ids.Payment), ProjectID: c.ProjectID, Amount: int64(amount), Currency: e.settings.Billing.Currency,
-		Method: method, CreatedAt: now, ExpiresAt: now.Add(e.settings.Billing.TopupExpiry),
+		PaymentID: ids.New(ids.Payment), ProjectID: c.ProjectID, Amount: int64(amount), Currency: e.env.Settings.Billing.Currency,
+		Method: method, CreatedAt: now, ExpiresAt: now.Add(e.env.Settings.Billing.TopupExpiry),
 	}
 	co, cerr := checkout(ctx, t.PaymentID, accountID, amount, t.Currency, method, t.ExpiresAt)
 	if cerr != nil {
@@ -170,7 +170,7 @@ func (e *Engine) ListTopups(c *Caller, limit int) ([]byte, *apierr.Error) {
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixTopupIdx, accountID), limit, false,
 		func(id []byte) ([]byte, error) {
-			return e.store.Get(persistence.Key(persistence.PrefixTopup, accountID+"/"+string(id)))
+			return e.env.Store.Get(persistence.Key(persistence.PrefixTopup, accountID+"/"+string(id)))
 		})
 }
 
@@ -189,7 +189,7 @@ func (e *Engine) GetTopup(c *Caller, paymentID string) ([]byte, *apierr.Error) {
 	if !ids.Valid(paymentID, ids.Payment) {
 		return nil, errTopupNotFound(paymentID)
 	}
-	body, gerr := e.store.Get(persistence.Key(persistence.PrefixTopup, accountID+"/"+paymentID))
+	body, gerr := e.env.Store.Get(persistence.Key(persistence.PrefixTopup, accountID+"/"+paymentID))
 	if gerr != nil {
 		return nil, notFoundOrInternal(gerr, errTopupNotFound(paymentID))
 	}
@@ -214,7 +214,7 @@ func (e *Engine) ApplyPayment(ctx context.Context, u PaymentUpdate, receipt Rece
 	if !ids.Valid(u.PaymentID, ids.Payment) {
 		return apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID)
 	}
-	accountID, err := e.store.Get(persistence.Key(persistence.PrefixPayment, u.PaymentID))
+	accountID, err := e.env.Store.Get(persistence.Key(persistence.PrefixPayment, u.PaymentID))
 	if err != nil {
 		return notFoundOrInternal(err, apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID))
 	}
@@ -306,7 +306,7 @@ func (e *Engine) scanUsage(projectID string, from, to time.Time) ([]usageDay, us
 		dayRooms := map[string]struct{}{}
 		dayParticipants := map[string]struct{}{}
 		var bad error
-		err := e.store.Scan([]byte(persistence.PrefixUsage+projectID+"/"+day.Date+"/"), 0, func(_, v []byte) bool {
+		err := e.env.Store.Scan([]byte(persistence.PrefixUsage+projectID+"/"+day.Date+"/"), 0, func(_, v []byte) bool {
 			var r UsageRecord
 			if bad = json.Unmarshal(v, &r); bad != nil {
 				return false

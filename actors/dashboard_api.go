@@ -121,12 +121,12 @@ func (e *Engine) lookupSession(token string) (*liveSession, *apierr.Error) {
 	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
 		return nil, errBadSession
 	}
-	v, ok := e.directoryShared.sessions.Load(e.keys.HashDashboardSecret(token))
+	v, ok := e.directoryShared.sessions.Load(e.env.Keys.HashDashboardSecret(token))
 	if !ok {
 		return nil, errBadSession
 	}
 	ls := v.(*liveSession)
-	now := e.clock.Now()
+	now := e.env.Clock.Now()
 	last := ls.lastSeenNanos.Load()
 	if !now.Before(ls.expiresAt) || now.UnixNano()-last >= int64(SessionIdleTimeout) {
 		return nil, errBadSession
@@ -166,7 +166,7 @@ func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*Caller
 	if !ok {
 		return nil, notFound
 	}
-	p := h.shared.project.Load()
+	p := h.gate.Record.Load()
 	if p == nil || p.Status != ProjectActive {
 		return nil, notFound
 	}
@@ -196,9 +196,9 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
 			return apierr.Invalid("invitation_token", "invitation_token is malformed")
 		}
-		invitationHash = hexHash(e.keys.HashDashboardSecret(*p.InvitationToken))
+		invitationHash = hexHash(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
 	}
-	if err := e.allowRate("sign_in_start_ip:"+sourceIP, "sign_in_starts_per_ip_per_minute", SignInStartsPerIPPerMinute); err != nil {
+	if err := e.env.AllowRate("sign_in_start_ip:"+sourceIP, "sign_in_starts_per_ip_per_minute", SignInStartsPerIPPerMinute); err != nil {
 		return err
 	}
 	// Malformed but plausible: the same answer, and nothing is sent.
@@ -207,9 +207,11 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 	if err != nil {
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
-	hash := hexHash(e.keys.HashDashboardSecret(token))
+	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
 	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		a.startSignIn(email, token, hash, invitationHash, deliverable, respond)
+		a.startSignIn(email, token, hash, invitationHash, deliverable, func(to, token string, expiresAt time.Time) {
+			e.enqueueMail(e.signInMail(to, token, expiresAt))
+		}, respond)
 	})
 	return r.Err
 }
@@ -218,8 +220,8 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 // under its hourly limit, mails it. A link is recorded (and the answer
 // waits for its write) even when no mail goes out, so the answer takes the
 // same path, and the same time, whatever the address.
-func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, respond func(Reply)) {
-	now := a.e.clock.Now()
+func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, mail func(to, token string, expiresAt time.Time), respond func(Reply)) {
+	now := a.env.Clock.Now()
 	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
 		respond(Reply{}) // the same 202; logged by the sweep's counters, not per request
 		return
@@ -231,15 +233,11 @@ func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, 
 		a.signInSends[email] = append(sends, now)
 	}
 	link := SignInLink{Hash: hash, Email: email, InvitationHash: invitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{SignInLinkCreated: &link})
-	var msg outgoingMail
-	if send {
-		msg = a.e.signInMail(email, token, link.ExpiresAt)
-	}
-	a.e.store.Commit(b, func() {
+	a.env.Store.Commit(b, func() {
 		if send {
-			a.e.enqueueMail(msg)
+			mail(email, token, link.ExpiresAt)
 		}
 		respond(Reply{})
 	})
@@ -264,13 +262,13 @@ func (e *Engine) linkHash(p *EmailTokenParams, sourceIP string) (string, *apierr
 	if p.Token == nil {
 		return "", apierr.Invalid("token", "token is required")
 	}
-	if err := e.allowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute); err != nil {
+	if err := e.env.AllowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute); err != nil {
 		return "", err
 	}
 	if !auth.CheckDashboardSecretFormat(auth.SignInTokenPrefix, *p.Token) {
 		return "", errBadLink
 	}
-	return hexHash(e.keys.HashDashboardSecret(*p.Token)), nil
+	return hexHash(e.env.Keys.HashDashboardSecret(*p.Token)), nil
 }
 
 // PeekEmailSignIn tells which address a link is for, without using it.
@@ -280,7 +278,7 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 		return nil, err
 	}
 	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.e.clock.Now()
+		now := a.env.Clock.Now()
 		link, ok := a.state.SignInLinks[hash]
 		if !ok || !now.Before(link.ExpiresAt) {
 			respond(Reply{Err: errBadLink})
@@ -308,13 +306,13 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 		return nil, serr
 	}
 	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.e.clock.Now()
+		now := a.env.Clock.Now()
 		link, ok := a.state.SignInLinks[hash]
 		if !ok || !now.Before(link.ExpiresAt) {
 			respond(Reply{Err: errBadLink})
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		a.record(b, directoryEvent{SignInLinksDropped: &signInLinksDropped{Hashes: []string{hash}}})
 		start, view := a.completeSignIn(b, signInRequest{
 			email: link.Email, method: "email", invitationHash: link.InvitationHash,
@@ -333,7 +331,7 @@ func (e *Engine) newSessionToken() (token, hash string, err *apierr.Error) {
 	if rerr != nil {
 		return "", "", apierr.New(apierr.Internal, "could not create a session")
 	}
-	return token, hexHash(e.keys.HashDashboardSecret(token)), nil
+	return token, hexHash(e.env.Keys.HashDashboardSecret(token)), nil
 }
 
 // GoogleIdentity is what a verified Google sign-in established.
@@ -346,7 +344,7 @@ type GoogleIdentity struct {
 // CheckSignInAttempt applies the per-IP limit of sign-in attempts; the
 // Google route calls it before contacting the provider.
 func (e *Engine) CheckSignInAttempt(sourceIP string) *apierr.Error {
-	return e.allowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute)
+	return e.env.AllowRate("sign_in_attempt_ip:"+sourceIP, "sign_in_attempts_per_ip_per_minute", SignInAttemptsPerIPPerMinute)
 }
 
 // GoogleSignIn creates a session for a verified Google identity, joining
@@ -361,7 +359,7 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *invitationToken) {
 			return nil, apierr.Invalid("invitation_token", "invitation_token is malformed")
 		}
-		invitationHash = hexHash(e.keys.HashDashboardSecret(*invitationToken))
+		invitationHash = hexHash(e.env.Keys.HashDashboardSecret(*invitationToken))
 	}
 	name := id.Name
 	if len(name) > MaxDisplayNameBytes || checkText("name", &name, MaxDisplayNameBytes) != nil {
@@ -381,12 +379,12 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 				return
 			}
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		start, view := a.completeSignIn(b, signInRequest{
 			email: email, googleSubject: id.Subject, name: name, method: "google", invitationHash: invitationHash,
 			sessionToken: sessionToken, sessionHash: sessionHash,
 			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
-		}, a.e.clock.Now())
+		}, a.env.Clock.Now())
 		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, respond)
 	})
 	return r.Body, r.Err
@@ -421,12 +419,12 @@ func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
 		if len(live) == 0 {
 			// Already ended, perhaps by a batch still on its way to disk (a
 			// concurrent logout): answer once that is durable.
-			a.e.store.AfterDurable(func() { respond(Reply{}) })
+			a.env.Store.AfterDurable(func() { respond(Reply{}) })
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		a.record(b, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: live}})
-		a.e.store.Commit(b, func() { respond(Reply{}) })
+		a.env.Store.Commit(b, func() { respond(Reply{}) })
 	})
 	return r.Err
 }
@@ -483,10 +481,10 @@ func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Erro
 			respond(Reply{Err: errBadSession})
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		a.record(b, directoryEvent{UserUpdated: &userUpdated{UserID: u.UserID, Name: name}})
 		body := a.me(u.UserID)
-		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
+		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
 	return r.Body, r.Err
 }
@@ -507,8 +505,8 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 				WithDetails("limit_name", "owned_accounts_per_user", "limit", MaxOwnedAccountsPerUser)})
 			return
 		}
-		now := a.e.createdAt()
-		b := a.e.store.NewBatch()
+		now := a.env.CreatedAt()
+		b := a.env.Store.NewBatch()
 		view, events, start := a.newWorkspace(b, u.UserID, name, u, now)
 		a.record(b, events...)
 		a.commitAndStart(b, start, true, Reply{Status: 201, Body: mustJSON(view)}, respond)
@@ -528,12 +526,12 @@ func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams
 			respond(Reply{Err: err})
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		old := w.Name
 		a.record(b, directoryEvent{WorkspaceRenamed: &workspaceRenamed{AccountID: w.ID, Name: name}})
-		a.e.writeAccountAudit(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
+		a.env.Audit.Account(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
 		body := mustJSON(a.accountView(w, role))
-		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
+		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
 	return r.Body, r.Err
 }

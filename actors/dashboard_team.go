@@ -29,17 +29,16 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 				WithDetails("limit_name", "projects_per_account", "limit", MaxProjectsPerAccount)})
 			return
 		}
-		now := a.e.createdAt()
+		now := a.env.CreatedAt()
 		project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
 		persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 		a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
-		a.e.writeAccountAudit(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
+		a.env.Audit.Account(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
 		body := mustJSON(projectView(&project))
 		a.commitAndStart(b, func() {
-			errs := make(chan error, 1) // recovery of a just-written snapshot; nobody waits on it
-			a.e.spawnProject(project.ID, &project, errs)
+			a.env.Registry.SpawnProject(project.ID, &project, nil) // its snapshot was just written: nobody waits on it
 		}, false, Reply{Status: 201, Body: body}, respond)
 	})
 	return r.Body, r.Err
@@ -59,7 +58,7 @@ func (e *Engine) projectInAccount(u *DashboardUser, accountID, projectID string)
 	if !ok {
 		return nil, "", errNoProject(projectID)
 	}
-	if p := h.shared.project.Load(); p == nil || p.AccountID != accountID {
+	if p := h.gate.Record.Load(); p == nil || p.AccountID != accountID {
 		return nil, "", errNoProject(projectID)
 	}
 	return h, role, nil
@@ -94,7 +93,7 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 			respond(Reply{Err: err})
 			return
 		}
-		h, _, err := a.e.projectInAccount(u, accountID, projectID)
+		h, _, err := e.projectInAccount(u, accountID, projectID)
 		if err != nil {
 			respond(Reply{Err: err})
 			return
@@ -107,11 +106,11 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 			respond(Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
 			return
 		}
-		if p := h.shared.project.Load(); p != nil && p.Status == ProjectActive {
+		if p := h.gate.Record.Load(); p != nil && p.Status == ProjectActive {
 			active := 0
 			for _, id := range w.ProjectIDs {
-				if ph, ok := a.e.project(id); ok && !a.archiving[id] {
-					if p := ph.shared.project.Load(); p != nil && p.Status == ProjectActive {
+				if gate, ok := a.env.Registry.ProjectGate(id); ok && !a.archiving[id] {
+					if p := gate.Record.Load(); p != nil && p.Status == ProjectActive {
 						active++
 					}
 				}
@@ -122,18 +121,15 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 			}
 		}
 		a.archiving[projectID] = true
-		env, done := newEnvelope(archiveProject{user: *u})
-		a.e.system.Root.Send(h.pid, env)
-		go func() {
+		a.env.Registry.Request(ProjectAddress(h.gate.Record.Load().ID), archiveProject{user: *u}, func(r Reply) {
 			// The project always answers (a stopped one through the dead
 			// letter handler), so the mark is always cleared.
-			r := <-done
-			a.e.tellDirectory(func(a *directoryActor) { delete(a.archiving, projectID) })
+			e.tellDirectory(func(a *directoryActor) { delete(a.archiving, projectID) })
 			if r.Gone {
 				r = Reply{Err: errUnavailable}
 			}
 			respond(r)
-		}()
+		})
 	})
 	return r.Body, r.Err
 }
@@ -210,16 +206,16 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 			return
 		}
 		from := m.Role
-		b := a.e.store.NewBatch()
-		events := []directoryEvent{{MemberSet: &memberSet{AccountID: w.ID, UserID: userID, Role: role, At: a.e.clock.Now()}}}
+		b := a.env.Store.NewBatch()
+		events := []directoryEvent{{MemberSet: &memberSet{AccountID: w.ID, UserID: userID, Role: role, At: a.env.Clock.Now()}}}
 		if role == RoleMember {
 			events = append(events, a.dropInvitationsBy(b, w, userID, u)...)
 		}
 		a.record(b, events...)
-		a.e.writeAccountAudit(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
+		a.env.Audit.Account(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
 		body := mustJSON(a.memberView(w, userID))
 		a.publishRoles() // at once: a demotion takes effect before it is durable
-		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
+		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
 	return r.Body, r.Err
 }
@@ -252,12 +248,12 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 			return
 		}
 		body := mustJSON(a.memberView(w, userID))
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		events := append(a.dropInvitationsBy(b, w, userID, u), directoryEvent{MemberRemoved: &memberRemoved{AccountID: w.ID, UserID: userID}})
 		a.record(b, events...)
-		a.e.writeAccountAudit(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
+		a.env.Audit.Account(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
 		a.publishRoles() // at once: failing safe
-		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
+		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
 	return r.Body, r.Err
 }
@@ -268,7 +264,7 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 // invitation carries its sender's authority, which ends when they leave or
 // become a plain member. It returns the events and adds the audits to b.
 func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, userID string, u *DashboardUser) []directoryEvent {
-	now := a.e.clock.Now()
+	now := a.env.Clock.Now()
 	var ids []string
 	for id, inv := range w.Invitations {
 		if inv.InvitedBy == userID && inv.statusAt(now) == InvitationPending {
@@ -279,7 +275,7 @@ func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, u
 	events := make([]directoryEvent, 0, len(ids))
 	for _, id := range ids {
 		events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: id, Status: InvitationRevoked, At: now, By: u.UserID}})
-		a.e.writeAccountAudit(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: id},
+		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: id},
 			map[string]any{"email": w.Invitations[id].Email, "reason": "inviter_lost_role"})
 	}
 	return events
@@ -324,7 +320,7 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 	if terr != nil {
 		return nil, apierr.New(apierr.Internal, "could not create an invitation")
 	}
-	hash := hexHash(e.keys.HashDashboardSecret(token))
+	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
 	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
 		w, _, err := a.manager(u.UserID, accountID, "invite people")
 		if err != nil {
@@ -337,7 +333,7 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 				return
 			}
 		}
-		now := a.e.createdAt()
+		now := a.env.CreatedAt()
 		var open, replaced []*Invitation
 		var accountHour, userHour []time.Time
 		for _, inv := range w.Invitations {
@@ -378,24 +374,24 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 		}
 		inv := Invitation{ID: ids.New(ids.Invitation), AccountID: w.ID, Email: email, Role: role, Status: InvitationPending,
 			Hash: hash, InvitedBy: u.UserID, CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		var events []directoryEvent
 		for _, old := range replaced {
 			events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: old.ID, Status: InvitationRevoked, At: now}})
-			a.e.writeAccountAudit(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: old.ID}, map[string]any{"email": old.Email, "reason": "replaced"})
+			a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: old.ID}, map[string]any{"email": old.Email, "reason": "replaced"})
 		}
 		events = append(events, directoryEvent{InvitationCreated: &inv})
 		a.record(b, events...)
-		a.e.writeAccountAudit(b, w.ID, u, "invitation.created", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": email, "role": role})
+		a.env.Audit.Account(b, w.ID, u, "invitation.created", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": email, "role": role})
 		inviter := a.state.Users[u.UserID]
 		from := inviter.Email
 		if inviter.Name != "" {
 			from = inviter.Name + " (" + inviter.Email + ")"
 		}
-		msg := a.e.invitationMail(email, token, w.Name, from, inv.ExpiresAt)
+		msg := e.invitationMail(email, token, w.Name, from, inv.ExpiresAt)
 		body := mustJSON(inv.view(now))
-		a.e.store.Commit(b, func() {
-			a.e.enqueueMail(msg)
+		a.env.Store.Commit(b, func() {
+			e.enqueueMail(msg)
 			respond(Reply{Status: 201, Body: body})
 		})
 	})
@@ -418,7 +414,7 @@ func (e *Engine) ListInvitations(u *DashboardUser, accountID string, limit int) 
 		sort.Slice(invs, func(i, j int) bool {
 			return invs[i].CreatedAt.After(invs[j].CreatedAt) || invs[i].CreatedAt.Equal(invs[j].CreatedAt) && invs[i].ID > invs[j].ID
 		})
-		now := a.e.clock.Now()
+		now := a.env.Clock.Now()
 		records := make([][]byte, 0, min(len(invs), limit+1))
 		for _, inv := range invs[:min(len(invs), limit+1)] {
 			records = append(records, mustJSON(inv.view(now)))
@@ -443,16 +439,16 @@ func (e *Engine) RevokeInvitation(u *DashboardUser, accountID, invitationID stri
 				WithDetails("reason", "invitation_not_found").WithStatus(404)})
 			return
 		}
-		now := a.e.clock.Now()
+		now := a.env.Clock.Now()
 		if inv.statusAt(now) != InvitationPending {
 			respond(Reply{Status: 200, Body: mustJSON(inv.view(now))})
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		a.record(b, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationRevoked, At: now}})
-		a.e.writeAccountAudit(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 		body := mustJSON(inv.view(now))
-		a.e.store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
+		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
 	})
 	return r.Body, r.Err
 }
@@ -476,9 +472,9 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 	if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
 		return nil, errBadInvitation
 	}
-	hash := hexHash(e.keys.HashDashboardSecret(*p.InvitationToken))
+	hash := hexHash(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
 	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.e.clock.Now()
+		now := a.env.Clock.Now()
 		inv, ok := a.state.invitations[hash]
 		user, uok := a.state.Users[u.UserID]
 		if !uok {
@@ -501,13 +497,13 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 				WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
 			return
 		}
-		b := a.e.store.NewBatch()
+		b := a.env.Store.NewBatch()
 		events := []directoryEvent{{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationAccepted, At: now, By: user.ID}}}
 		if !member {
 			events = append(events, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: user.ID, Role: inv.Role, At: now}})
-			a.e.writeAccountAudit(b, w.ID, u, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
+			a.env.Audit.Account(b, w.ID, u, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
 		}
-		a.e.writeAccountAudit(b, w.ID, u, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+		a.env.Audit.Account(b, w.ID, u, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 		a.record(b, events...)
 		body := mustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
 			JoinedAccount: a.accountView(w, w.Members[user.ID].Role)})

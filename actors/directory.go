@@ -521,12 +521,12 @@ func RoleScopes(role string) scopes.Set {
 // --- the actor --------------------------------------------------------------
 
 type directoryActor struct {
-	e            *Engine
-	shared       *directoryShared
-	log          *eventLog[directoryEvent, *directoryState]
-	state        *directoryState // log.state
-	recoveryErrs chan<- error
-	recovered    bool
+	env       *Env
+	shared    *directoryShared // what the directory publishes
+	log       *eventLog[directoryEvent, *directoryState]
+	state     *directoryState // log.state
+	recovery  *Recovery
+	recovered bool
 	// signInSends keeps, per address, when sign-in mails were sent within
 	// the last hour (SignInMailsPerAddressPerHour). Memory only: losing it
 	// at a restart only allows a few more mails.
@@ -537,9 +537,9 @@ type directoryActor struct {
 	lastSweep time.Time
 }
 
-func (e *Engine) spawnDirectory(recoveryErrs chan<- error) {
-	a := &directoryActor{e: e, shared: e.directoryShared, recoveryErrs: recoveryErrs}
-	e.recovering.Add(1)
+func (e *Engine) spawnDirectory(rec *Recovery) {
+	a := &directoryActor{env: e.env, shared: e.directoryShared, recovery: rec}
+	rec.Add()
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})))
 	pid, err := e.system.Root.SpawnNamed(props, directoryJournal())
@@ -573,24 +573,28 @@ func (a *directoryActor) Receive(ctx actor.Context) {
 
 func (a *directoryActor) recover() {
 	first := !a.recovered
-	if first {
-		defer a.e.recovering.Done()
-	}
 	a.recovered = true
+	err := a.load()
+	switch {
+	case first:
+		a.recovery.Done(err)
+	case err != nil:
+		slog.Error("directory recovery after a restart failed", "error", err)
+	}
+}
+
+// load recovers the directory's state and publishes its live sessions and
+// the roles.
+func (a *directoryActor) load() error {
 	a.signInSends = make(map[string][]time.Time)
 	a.archiving = make(map[string]bool)
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
 	// A data directory initialised before the dashboard existed has no
 	// snapshot of the directory: it starts empty.
-	log, err := recoverLog(a.e.store, directoryJournal(), a.e.settings.SnapshotEveryEvents,
+	log, err := recoverLog(a.env.Store, directoryJournal(), a.env.Settings.SnapshotEveryEvents,
 		func() *directoryState { return &directoryState{} }, newDirectoryState)
 	if err != nil {
-		if first {
-			a.recoveryErrs <- err
-		} else {
-			slog.Error("directory recovery after a restart failed", "error", err)
-		}
-		return
+		return err
 	}
 	a.log, a.state = log, log.state
 	a.shared.sessions.Range(func(k, _ any) bool { a.shared.sessions.Delete(k); return true })
@@ -598,6 +602,7 @@ func (a *directoryActor) recover() {
 		a.publishSession(ss)
 	}
 	a.publishRoles()
+	return nil
 }
 
 // record appends events to the directory's journal in b and applies them
@@ -671,9 +676,9 @@ func (a *directoryActor) touch(m touchSession) {
 	if _, ok := a.state.Sessions[m.hash]; !ok {
 		return
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.hash, At: m.at}})
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	if ls != nil {
 		ls.persistedNanos.Store(m.at.UnixNano())
 	}
@@ -682,7 +687,7 @@ func (a *directoryActor) touch(m touchSession) {
 // sweep drops expired sessions and sign-in links, invitations closed longer
 // than closedInvitationRetention, and old per-address counters.
 func (a *directoryActor) sweep() {
-	now := a.e.clock.Now()
+	now := a.env.Clock.Now()
 	if now.Sub(a.lastSweep) < directorySweepInterval {
 		return
 	}
@@ -733,9 +738,9 @@ func (a *directoryActor) sweep() {
 	if len(events) == 0 {
 		return
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, events...)
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 }
 
 // sessionOver reports whether ss is past its lifetime or idle timeout. The

@@ -147,8 +147,8 @@ func projectView(p *Project) ProjectView {
 func (a *directoryActor) accountView(w *Workspace, role string) AccountView {
 	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: Timestamp(w.CreatedAt), Projects: []ProjectView{}}
 	for _, id := range w.ProjectIDs {
-		if h, ok := a.e.project(id); ok {
-			if p := h.shared.project.Load(); p != nil {
+		if gate, ok := a.env.Registry.ProjectGate(id); ok {
+			if p := gate.Record.Load(); p != nil {
 				v.Projects = append(v.Projects, projectView(p))
 			}
 		}
@@ -184,7 +184,7 @@ func pageOf(records [][]byte, limit int) []byte {
 // writeAccountAudit adds a workspace-level audit entry (team, invitations,
 // projects) to b.
 func (e *Engine) writeAccountAudit(b *persistence.Batch, accountID string, u *DashboardUser, action string, target AuditTarget, details map[string]any) {
-	now := e.createdAt()
+	now := e.env.CreatedAt()
 	if details == nil {
 		details = map[string]any{}
 	}
@@ -242,28 +242,28 @@ func (a *directoryActor) ownedCount(userID string) int {
 // directory events and a function that starts the wallet and project
 // actors (call it once b is applied).
 func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string, u *DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
-	e := a.e
+	env := a.env
 	accountID := ids.New(ids.Account)
 	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
 	b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil)
-	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(newWalletState(account, e.settings.Billing.creditStateOf(0))))
+	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(newWalletState(account, env.Settings.Billing.creditStateOf(0))))
 	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
 	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
 	if u == nil {
 		u = &DashboardUser{UserID: ownerID}
 	}
-	e.writeAccountAudit(b, accountID, u, "account.created", AuditTarget{Type: "account", ID: accountID}, map[string]any{"name": name})
-	e.writeAccountAudit(b, accountID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": project.Name})
+	env.Audit.Account(b, accountID, u, "account.created", AuditTarget{Type: "account", ID: accountID}, map[string]any{"name": name})
+	env.Audit.Account(b, accountID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": project.Name})
 	events := []directoryEvent{
 		{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: name, CreatedAt: now}},
 		{MemberSet: &memberSet{AccountID: accountID, UserID: ownerID, Role: RoleOwner, At: now}},
 		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}},
 	}
 	start := func() {
-		errs := make(chan error, 2) // recovery of a just-written snapshot; nobody waits on it
-		e.spawnWallet(accountID, errs)
-		e.spawnProject(project.ID, &project, errs)
+		// Their snapshots were just written: nobody waits on their recovery.
+		env.Registry.SpawnWallet(accountID, nil)
+		env.Registry.SpawnProject(project.ID, &project, nil)
 	}
 	view := AccountView{Object: "account", ID: accountID, Name: name, Role: RoleOwner, CreatedAt: Timestamp(now),
 		Projects: []ProjectView{projectView(&project)}}
@@ -320,11 +320,11 @@ func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, n
 		w := a.state.Workspaces[inv.AccountID]
 		if _, member := w.Members[user.ID]; !member && len(w.Members) < MaxMembersPerAccount {
 			events = append(events, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: user.ID, Role: inv.Role, At: now}})
-			a.e.writeAccountAudit(b, w.ID, actor, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
+			a.env.Audit.Account(b, w.ID, actor, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
 		}
 		if _, member := w.Members[user.ID]; member || len(w.Members) < MaxMembersPerAccount {
 			events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationAccepted, At: now, By: user.ID}})
-			a.e.writeAccountAudit(b, w.ID, actor, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+			a.env.Audit.Account(b, w.ID, actor, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 			joinedWorkspace = w
 		}
 	}
@@ -382,7 +382,7 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 // may use it at once, so its actor must be registered first.
 func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer Reply, respond func(Reply)) {
 	started := make(chan struct{})
-	a.e.store.Commit(b, func() {
+	a.env.Store.Commit(b, func() {
 		<-started
 		respond(answer)
 	})

@@ -121,7 +121,7 @@ func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
 }
 
 type dispatcher struct {
-	e        *Engine
+	env      *Env
 	sender   WebhookSender
 	schedule []int
 	sem      chan struct{}
@@ -164,8 +164,8 @@ func (e *Engine) SetWebhookSender(sender WebhookSender, schedule []int) {
 	})
 }
 
-func newDispatcher(e *Engine) *dispatcher {
-	return &dispatcher{e: e, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
+func newDispatcher(env *Env) *dispatcher {
+	return &dispatcher{env: env, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // close stops the fan-out loop and every worker, and waits for them.
@@ -196,6 +196,16 @@ func (d *dispatcher) startWorker(w *endpointWorker) {
 	go w.run()
 }
 
+// idleWorkers tells the workers of disabled endpoints: each idles from
+// then on.
+func (d *dispatcher) idleWorkers(eps []*WebhookEndpoint) {
+	for _, ep := range eps {
+		if v, ok := d.workers.Load(ep.ID); ok {
+			v.(*endpointWorker).endpoint.Store(ep)
+		}
+	}
+}
+
 // nudgeFanout wakes the fan-out loop (events were written to the outbox).
 func (d *dispatcher) nudgeFanout() {
 	select {
@@ -223,23 +233,23 @@ func (d *dispatcher) fanoutLoop() {
 // fanout moves up to fanoutBatchEvents outbox events into deliveries, in
 // one durable batch, and returns how many it moved.
 func (d *dispatcher) fanout() int {
-	e := d.e
-	b := e.store.NewBatch()
+	env := d.env
+	b := env.Store.NewBatch()
 	n := 0
 	woken := map[string]bool{}
-	now := e.clock.Now()
-	_ = e.store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
+	now := env.Clock.Now()
+	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
 		b.Delete(append([]byte(nil), key...))
 		var ev OutboxEvent
 		if json.Unmarshal(value, &ev) != nil {
 			return true // unreadable: nothing can deliver it
 		}
-		h, ok := e.project(ev.ProjectID)
+		gate, ok := env.Registry.ProjectGate(ev.ProjectID)
 		if !ok {
 			return true
 		}
-		eps := h.shared.endpoints.Load()
+		eps := gate.Endpoints.Load()
 		if eps == nil {
 			return true
 		}
@@ -248,7 +258,7 @@ func (d *dispatcher) fanout() int {
 				continue
 			}
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
-				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: e.createdAt(), Event: append(json.RawMessage(nil), value...)}
+				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
 			b.Set(deliveryKey(ep.ID, dl.ID), mustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
 			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
@@ -260,7 +270,7 @@ func (d *dispatcher) fanout() int {
 		b.Discard()
 		return 0
 	}
-	if err := e.store.CommitAndWait(b); err != nil {
+	if err := env.Store.CommitAndWait(b); err != nil {
 		return 0 // retried next tick; the outbox entries are still there
 	}
 	for id := range woken {
@@ -301,12 +311,12 @@ func (w *endpointWorker) deliverDue() {
 	if ep == nil || ep.Status != EndpointEnabled {
 		return
 	}
-	e := w.d.e
-	now := e.clock.Now()
+	env := w.d.env
+	now := env.Clock.Now()
 	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
 	type due struct{ key, id []byte }
 	var batch []due
-	_ = e.store.Scan(prefix, dueBatchDeliveries, func(key, value []byte) bool {
+	_ = env.Store.Scan(prefix, dueBatchDeliveries, func(key, value []byte) bool {
 		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
 		if at > now.UnixNano() {
 			return false
@@ -326,8 +336,8 @@ func (w *endpointWorker) deliverDue() {
 
 // attempt makes one delivery attempt and records it durably.
 func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID string) {
-	e := w.d.e
-	raw, err := e.store.Get(deliveryKey(w.id, deliveryID))
+	env := w.d.env
+	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
 		return
 	}
@@ -338,19 +348,19 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	if (dl.Status != DeliveryPending && dl.Status != DeliveryRetrying) || !bytes.Equal(due, dueKey(w.id, dl.NextAttemptAt, dl.ID)) {
 		// A manual retry moved the delivery after this batch was read: its
 		// own due key (if any) is the one to follow.
-		b := e.store.NewBatch()
+		b := env.Store.NewBatch()
 		b.Delete(due)
-		if err := e.store.CommitAndWait(b); err != nil {
+		if err := env.Store.CommitAndWait(b); err != nil {
 			// The stale entry stays and is looked at again next step.
 			slog.Error("webhook worker: dropping a stale due entry failed", "endpoint_id", w.id, "delivery_id", deliveryID, "error", err)
 		}
 		return
 	}
-	secret, ok := e.openSecret(ep)
+	secret, ok := env.Secrets.OpenWebhookSecret(ep)
 	if !ok {
 		return
 	}
-	requestedAt := e.clock.Now()
+	requestedAt := env.Clock.Now()
 	headers := webhooks.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
 	done := make(chan webhooks.Attempt, 1)
 	go func() {
@@ -364,7 +374,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	dl.ScheduleStep++
 	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: Timestamp(requestedAt), ResponseStatus: res.StatusCode,
 		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	b.Delete(due)
 	if res.Success {
 		dl.Status = DeliverySucceeded
@@ -386,7 +396,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
 	}
 	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
-	if err := e.store.CommitAndWait(b); err != nil {
+	if err := env.Store.CommitAndWait(b); err != nil {
 		// Not recorded: the delivery is still due as before and is
 		// attempted again (delivery is at least once).
 		slog.Error("webhook worker: recording an attempt failed", "endpoint_id", w.id, "delivery_id", dl.ID, "error", err)
@@ -414,7 +424,7 @@ func (w *endpointWorker) await(done <-chan webhooks.Attempt, inFlight string) we
 
 // inFlight answers a manual retry of the delivery being attempted.
 func (w *endpointWorker) inFlight(deliveryID string) Reply {
-	raw, err := w.d.e.store.Get(deliveryKey(w.id, deliveryID))
+	raw, err := w.d.env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
 		return Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
@@ -427,8 +437,8 @@ func (w *endpointWorker) inFlight(deliveryID string) Reply {
 
 // requeue makes a dead or retrying delivery due now (manual retry).
 func (w *endpointWorker) requeue(deliveryID string) Reply {
-	e := w.d.e
-	raw, err := e.store.Get(deliveryKey(w.id, deliveryID))
+	env := w.d.env
+	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
 		return Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
@@ -442,8 +452,8 @@ func (w *endpointWorker) requeue(deliveryID string) Reply {
 	case DeliveryPending:
 		return Reply{Status: 200, Body: mustJSON(dl.view())} // already due
 	}
-	now := e.clock.Now()
-	b := e.store.NewBatch()
+	now := env.Clock.Now()
+	b := env.Store.NewBatch()
 	if dl.Status == DeliveryRetrying {
 		b.Delete(dueKey(w.id, dl.NextAttemptAt, dl.ID))
 	}
@@ -451,7 +461,7 @@ func (w *endpointWorker) requeue(deliveryID string) Reply {
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
 	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
-	if err := e.store.CommitAndWait(b); err != nil {
+	if err := env.Store.CommitAndWait(b); err != nil {
 		return Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}
 	return Reply{Status: 200, Body: mustJSON(dl.view())}

@@ -97,7 +97,7 @@ func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.
 	if p.URL == nil || *p.URL == "" {
 		return "", nil, apierr.Invalid("url", "url is required: the https address that receives events")
 	}
-	u, err := webhooks.CheckURL(*p.URL, e.settings.WebhookAllowPrivate)
+	u, err := webhooks.CheckURL(*p.URL, e.env.Settings.WebhookAllowPrivate)
 	if err != nil {
 		return "", nil, apierr.Invalid("url", "url is not allowed: %v", err)
 	}
@@ -134,21 +134,15 @@ func newWebhookSecret() string {
 	return WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// sealSecret and openSecret keep a signing secret encrypted at rest, bound
-// to its endpoint id.
-func (e *Engine) sealSecret(endpointID, secret string) []byte {
-	nonce := make([]byte, e.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	return e.aead.Seal(nonce, nonce, []byte(secret), []byte("webhook-secret/"+endpointID))
+// SealWebhookSecret and OpenWebhookSecret keep a signing secret encrypted
+// at rest, bound to its endpoint id.
+func (s *Secrets) SealWebhookSecret(endpointID, secret string) []byte {
+	return s.Seal([]byte(secret), []byte("webhook-secret/"+endpointID))
 }
 
-func (e *Engine) openSecret(ep *WebhookEndpoint) (string, bool) {
-	n := e.aead.NonceSize()
-	if len(ep.SecretSealed) < n {
-		return "", false
-	}
-	plain, err := e.aead.Open(nil, ep.SecretSealed[:n], ep.SecretSealed[n:], []byte("webhook-secret/"+ep.ID))
-	return string(plain), err == nil
+func (s *Secrets) OpenWebhookSecret(ep *WebhookEndpoint) (string, bool) {
+	plain, ok := s.Open(ep.SecretSealed, []byte("webhook-secret/"+ep.ID))
+	return string(plain), ok
 }
 
 // Project actor commands for endpoints.
@@ -166,7 +160,7 @@ type (
 )
 
 func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
-	e := a.e
+	env := a.env
 	if a.state.Project.Status != ProjectActive {
 		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
@@ -176,29 +170,29 @@ func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
 			WithDetails("limit", MaxActiveEndpointsPerProject)})
 		return
 	}
-	if err := e.allowRate("webhook_endpoint_creates:"+a.id, "webhook_endpoint_creates_per_minute", EndpointCreatesPerMinute); err != nil {
+	if err := env.AllowRate("webhook_endpoint_creates:"+a.id, "webhook_endpoint_creates_per_minute", EndpointCreatesPerMinute); err != nil {
 		r.Respond(Reply{Err: err})
 		return
 	}
-	now := e.createdAt()
+	now := env.CreatedAt()
 	secret := newWebhookSecret()
 	ep := WebhookEndpoint{ID: ids.New(ids.Endpoint), URL: m.url, Events: m.events, Status: EndpointEnabled, CreatedAt: now}
-	ep.SecretSealed = e.sealSecret(ep.ID, secret)
+	ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, secret)
 	v := ep.view()
 	record := mustJSON(v)
 	v.SigningSecret = secret
 	body := mustJSON(v)
 
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record)
-	e.writeAudit(b, a.id, &m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 		map[string]any{"url": ep.URL, "events": v.Events})
 	if m.idem != nil {
-		e.putStored(b, m.idem, 201, body)
+		env.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{EndpointCreated: &ep})
 	publish := a.endpointsSnapshot()
-	e.store.Commit(b, func() {
+	env.Store.Commit(b, func() {
 		// Visible to the dispatcher only once durable: a crash before that
 		// must not leave deliveries for an endpoint that never existed.
 		publish()
@@ -207,7 +201,7 @@ func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
 }
 
 func (a *projectActor) disableEndpoint(m disableEndpoint, r *Envelope) {
-	e := a.e
+	env := a.env
 	ep, ok := a.state.Endpoints[m.endpointID]
 	if !ok {
 		r.Respond(Reply{Err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
@@ -217,17 +211,17 @@ func (a *projectActor) disableEndpoint(m disableEndpoint, r *Envelope) {
 		// Idempotent, and answered once the disabling is durable: it may
 		// still be on its way to disk (a concurrent first DELETE).
 		body := mustJSON(ep.view())
-		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
+		env.Store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
-	now := e.clock.Now()
-	b := e.store.NewBatch()
+	now := env.Clock.Now()
+	b := env.Store.NewBatch()
 	a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
 	body := mustJSON(ep.view())
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body)
-	e.writeAudit(b, a.id, &m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
+	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
 	a.publishEndpoints() // at once: failing safe, nothing more goes to it
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // publishEndpoints makes the project's enabled endpoints visible to the
@@ -240,7 +234,7 @@ func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
 // publishes at once, so the function does nothing if a newer snapshot was
 // already published: the older one would enable the deleted endpoint again.
 func (a *projectActor) endpointsSnapshot() func() {
-	seq := a.shared.endpointSnapshots.Add(1)
+	seq := a.gate.NextEndpointSnapshot()
 	var enabled, disabled []*WebhookEndpoint
 	for _, ep := range a.state.Endpoints {
 		c := *ep
@@ -250,20 +244,8 @@ func (a *projectActor) endpointsSnapshot() func() {
 			disabled = append(disabled, &c)
 		}
 	}
-	shared, d := a.shared, a.e.dispatcher
+	gate, registry := a.gate, a.env.Registry
 	return func() {
-		shared.publishMu.Lock()
-		defer shared.publishMu.Unlock()
-		if seq <= shared.publishedSnapshot {
-			return
-		}
-		shared.publishedSnapshot = seq
-		shared.endpoints.Store(&enabled)
-		d.ensureWorkers(enabled)
-		for _, ep := range disabled {
-			if v, ok := d.workers.Load(ep.ID); ok {
-				v.(*endpointWorker).endpoint.Store(ep) // its worker idles from now on
-			}
-		}
+		gate.PublishEndpoints(seq, enabled, func() { registry.EndpointWorkers(enabled, disabled) })
 	}
 }

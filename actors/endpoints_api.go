@@ -40,7 +40,7 @@ func (e *Engine) endpointOf(c *Caller, endpointID string) *apierr.Error {
 		return notFound
 	}
 	found := false
-	_ = e.store.Scan(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), MaxEndpointRecordsScanned, func(_, v []byte) bool {
+	_ = e.env.Store.Scan(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), MaxEndpointRecordsScanned, func(_, v []byte) bool {
 		var ep EndpointView
 		if json.Unmarshal(v, &ep) == nil && ep.ID == endpointID {
 			found = true
@@ -63,7 +63,7 @@ func (e *Engine) ListDeliveries(c *Caller, endpointID string, limit int) ([]byte
 		return nil, err
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixDelIdx, endpointID), limit, false, func(id []byte) ([]byte, error) {
-		raw, err := e.store.Get(deliveryKey(endpointID, string(id)))
+		raw, err := e.env.Store.Get(deliveryKey(endpointID, string(id)))
 		if err != nil {
 			return nil, err
 		}

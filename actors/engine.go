@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"rtcd/clock"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
-	"rtcd/scopes"
 )
 
 // Named bounds of the engine.
@@ -95,31 +92,23 @@ type Settings struct {
 	WebhookAllowPrivate bool
 }
 
-// Engine runs the actors and is the API the HTTP layer calls.
+// Engine runs the actors and is the API the HTTP layer calls. It is also
+// the actors' Registry: it spawns them, finds them by address, and holds
+// the handles of the live ones. It holds no state an actor owns.
 type Engine struct {
-	settings Settings
-	store    *persistence.Store
-	system   *actor.ActorSystem
-	clock    clock.Clock
-	limiter  ratelimit.Store
-	keys     auth.Keys
-	aead     cipher.AEAD // seals idempotency records
-	apiKeys  keyRegistry
+	env    *Env
+	system *actor.ActorSystem
 
 	wallets  sync.Map // account id -> *walletHandle
 	projects sync.Map // project id -> *projectHandle
 	rooms    sync.Map // room id -> *roomHandle (live room actors only)
 
-	recovering sync.WaitGroup
-
-	// Gauges and counters read by package metrics.
-	activeRooms        atomic.Int64
-	activeParticipants atomic.Int64
-	projectMailbox     atomic.Int64
-	roomMailbox        atomic.Int64
-	walletMailbox      atomic.Int64
-	directoryMailbox   atomic.Int64
-	connectResults     func(code string) // observes each connect's outcome; may be nil
+	// Mailbox depths, read by package metrics.
+	projectMailbox   atomic.Int64
+	roomMailbox      atomic.Int64
+	walletMailbox    atomic.Int64
+	directoryMailbox atomic.Int64
+	connectResults   func(code string) // observes each connect's outcome; may be nil
 
 	dispatcher *dispatcher
 
@@ -132,59 +121,18 @@ type Engine struct {
 	mailQueue       chan outgoingMail
 	mailDone        chan struct{}
 
-	media             atomic.Pointer[MediaEngine]
-	lastPresenceNanos atomic.Int64 // the At of the last presence report (at Start: the clock's Now)
-	// lastPresenceSeen is the engine clock's Monotonic reading when the last
-	// presence report arrived (at Start: when the engine started). Silence
-	// is measured from it on the injected clock, so tests move it. Not on
-	// the report's At, which is the node's clock (maybe skewed or stepped),
-	// and not as a difference of two clock.Now readings: those follow every
-	// step of the wall clock (clock.Real.Now carries no monotonic reading),
-	// and the wall clock set forward must not look like a silent node and
-	// end everyone's session.
-	lastPresenceSeen atomic.Int64
-
-	// lastCreatedNanos makes creation times strictly increasing across the
-	// process (see createdAt).
-	lastCreatedNanos atomic.Int64
-
 	stop chan struct{}
 	done chan struct{}
 }
 
 type walletHandle struct {
-	pid    *actor.PID
-	shared *accountShared
+	pid  *actor.PID
+	gate *CreditGate
 }
 
 type projectHandle struct {
-	pid    *actor.PID
-	shared *projectShared
-}
-
-// projectShared is what a project publishes to its rooms: an immutable view
-// of its record behind an atomic pointer, and the project-wide active
-// participant counter that rooms acquire with compare-and-swap.
-type projectShared struct {
-	project            atomic.Pointer[Project]
-	activeParticipants atomic.Int64
-	// endedRooms counts rooms whose end is already visible in their records
-	// but which the project has not yet removed from its active rooms (the
-	// room tells it only once the end is durable). The max_active_rooms
-	// check subtracts them, so a room that reads as ended never holds a slot.
-	endedRooms atomic.Int64
-	// account is the project's workspace's published credit gate; set by
-	// the project's recovery before any of its rooms starts.
-	account atomic.Pointer[accountShared]
-	// endpoints are the project's enabled webhook endpoints, for the dispatcher.
-	endpoints atomic.Pointer[[]*WebhookEndpoint]
-	// endpointSnapshots numbers the endpoint snapshots in the order the
-	// project actor takes them; publishedSnapshot (guarded by publishMu) is
-	// the newest one published. An older snapshot is never published over
-	// a newer one (see endpointsSnapshot).
-	endpointSnapshots atomic.Uint64
-	publishMu         sync.Mutex
-	publishedSnapshot uint64
+	pid  *actor.PID
+	gate *ProjectGate
 }
 
 type roomHandle struct {
@@ -195,25 +143,20 @@ type roomHandle struct {
 
 // New returns an engine over store. Call Start before use.
 func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
-	idemKey := keys.Idempotency()
-	block, err := aes.NewCipher(idemKey[:])
+	env, err := NewEnv(s, store, clk, limiter, keys)
 	if err != nil {
-		return nil, fmt.Errorf("actors: idempotency cipher: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("actors: idempotency cipher: %w", err)
+		return nil, err
 	}
 	e := &Engine{
-		settings: s, store: store, clock: clk, limiter: limiter, keys: keys, aead: aead,
+		env:    env,
 		system: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLogger)),
 		stop:   make(chan struct{}), done: make(chan struct{}),
 		directoryShared: &directoryShared{},
 		mailQueue:       make(chan outgoingMail, mailQueueCapacity),
 		mailDone:        make(chan struct{}),
 	}
-	e.apiKeys.init()
-	e.dispatcher = newDispatcher(e)
+	env.Registry = registry{e}
+	e.dispatcher = newDispatcher(env)
 	return e, nil
 }
 
@@ -225,57 +168,47 @@ func (e *Engine) OnConnectResult(f func(code string)) { e.connectResults = f }
 func (e *Engine) Start() error {
 	e.system.EventStream.Subscribe(e.onDeadLetter)
 	var accountIDs []string
-	err := e.store.Scan([]byte(persistence.PrefixAccount), 0, func(key, _ []byte) bool {
+	err := e.env.Store.Scan([]byte(persistence.PrefixAccount), 0, func(key, _ []byte) bool {
 		accountIDs = append(accountIDs, string(key[len(persistence.PrefixAccount):]))
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	walletErrs := make(chan error, len(accountIDs))
-	for _, id := range accountIDs {
-		e.spawnWallet(id, walletErrs)
-	}
 	// Wallets first: every project links to its workspace's credit gate.
-	e.recovering.Wait()
-	close(walletErrs)
-	for err := range walletErrs {
-		if err != nil {
-			return err
-		}
+	wallets := &Recovery{}
+	for _, id := range accountIDs {
+		e.spawnWallet(id, wallets)
+	}
+	if err := wallets.Wait(); err != nil {
+		return err
 	}
 	var projectIDs []string
-	err = e.store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
+	err = e.env.Store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
 		projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	recoveryErrs := make(chan error, len(projectIDs)+1)
+	// Each project spawns its live rooms into the same recovery.
+	projects := &Recovery{}
 	for _, id := range projectIDs {
-		e.spawnProject(id, nil, recoveryErrs)
+		e.spawnProject(id, nil, projects)
 	}
-	e.recovering.Wait()
-	close(recoveryErrs)
-	for err := range recoveryErrs {
-		if err != nil {
-			return err
-		}
+	if err := projects.Wait(); err != nil {
+		return err
 	}
 	// The directory last: creating a workspace or project spawns wallet
 	// and project actors, which must not race the recovery of their peers.
-	directoryErrs := make(chan error, 1)
-	e.spawnDirectory(directoryErrs)
-	e.recovering.Wait()
-	close(directoryErrs)
-	if err := <-directoryErrs; err != nil {
+	directory := &Recovery{}
+	e.spawnDirectory(directory)
+	if err := directory.Wait(); err != nil {
 		return err
 	}
 	// Silence of the media node counts from now: a node that never reports
 	// after this start is treated as gone after mediaPresenceTimeout.
-	e.lastPresenceSeen.Store(int64(e.clock.Monotonic()))
-	e.lastPresenceNanos.Store(e.clock.Now().UnixNano())
+	e.env.Media.Presence(e.env.Clock.Now(), e.env.Clock.Monotonic())
 	go e.sweepLoop()
 	go e.mailLoop()
 	return nil
@@ -314,10 +247,14 @@ func (e *Engine) Stop() {
 	e.system.Shutdown()
 }
 
-func (e *Engine) spawnWallet(id string, recoveryErrs chan<- error) *walletHandle {
-	h := &walletHandle{shared: &accountShared{}}
-	a := &walletActor{e: e, id: id, shared: h.shared, recoveryErrs: recoveryErrs}
-	e.recovering.Add(1)
+// spawnWallet starts a workspace's wallet actor. rec is nil for one
+// created at run time.
+func (e *Engine) spawnWallet(id string, rec *Recovery) *walletHandle {
+	h := &walletHandle{gate: &CreditGate{}}
+	a := &walletActor{env: e.env, id: id, gate: h.gate, recovery: rec}
+	if rec != nil {
+		rec.Add()
+	}
 	// The PID of a named actor is known before it starts, so the handle is
 	// complete before the actor can look itself up.
 	h.pid = actor.NewPID(e.system.Address(), walletJournal(id))
@@ -342,15 +279,17 @@ func (e *Engine) wallet(id string) (*walletHandle, bool) {
 // created at run time (nil at recovery): it is published before the handle
 // is registered, so nobody who finds the handle sees it without a record
 // (the actor's own recovery publishes the same record moments later).
-func (e *Engine) spawnProject(id string, created *Project, recoveryErrs chan<- error) *projectHandle {
-	h := &projectHandle{shared: &projectShared{}}
+func (e *Engine) spawnProject(id string, created *Project, rec *Recovery) *projectHandle {
+	h := &projectHandle{gate: &ProjectGate{}}
 	if created != nil {
 		p := *created
-		h.shared.project.Store(&p)
+		h.gate.Record.Store(&p)
 	}
 	registered := make(chan struct{})
-	a := &projectActor{e: e, id: id, shared: h.shared, recoveryErrs: recoveryErrs, registered: registered}
-	e.recovering.Add(1)
+	a := &projectActor{env: e.env, id: id, gate: h.gate, recovery: rec, registered: registered}
+	if rec != nil {
+		rec.Add()
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))
 	pid, err := e.system.Root.SpawnNamed(props, projectJournal(id))
@@ -363,10 +302,12 @@ func (e *Engine) spawnProject(id string, created *Project, recoveryErrs chan<- e
 	return h
 }
 
-func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, recoveryErrs chan<- error) {
-	a := &roomActor{e: e, id: id, project: project.shared, projectID: projectID, recoveryErrs: recoveryErrs}
-	if recoveryErrs != nil {
-		e.recovering.Add(1)
+// spawnRoom starts a room's actor. rec is nil for one created at run time
+// (its snapshot is in the batch that created it).
+func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, rec *Recovery) {
+	a := &roomActor{env: e.env, id: id, gate: project.gate, projectID: projectID, recovery: rec}
+	if rec != nil {
+		rec.Add()
 	}
 	h := &roomHandle{projectID: projectID}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
@@ -379,13 +320,96 @@ func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, 
 	e.rooms.Store(id, h)
 }
 
+// registry is the Engine as its actors see it (Registry).
+type registry struct{ e *Engine }
+
+func (r registry) ProjectGate(projectID string) (*ProjectGate, bool) {
+	h, ok := r.e.project(projectID)
+	if !ok {
+		return nil, false
+	}
+	return h.gate, true
+}
+
+func (r registry) CreditGate(accountID string) (*CreditGate, bool) {
+	h, ok := r.e.wallet(accountID)
+	if !ok {
+		return nil, false
+	}
+	return h.gate, true
+}
+
+func (r registry) RoomLive(roomID string) bool {
+	_, ok := r.e.room(roomID)
+	return ok
+}
+
+func (r registry) Send(to Address, msg any) {
+	if pid := r.e.pidOf(to); pid != nil {
+		r.e.system.Root.Send(pid, msg)
+	}
+}
+
+func (r registry) Request(to Address, msg any, answer func(Reply)) {
+	pid := r.e.pidOf(to)
+	if pid == nil {
+		go answer(Reply{Gone: true})
+		return
+	}
+	env, ch := newEnvelope(msg)
+	r.e.system.Root.Send(pid, env)
+	go func() { answer(<-ch) }() // every envelope is answered, a dead letter's as Gone
+}
+
+func (r registry) SpawnRoom(roomID, projectID string, rec *Recovery) {
+	h, ok := r.e.project(projectID)
+	if !ok {
+		panic(fmt.Sprintf("actors: assertion failed: room %s spawned for project %s, which has no actor", roomID, projectID))
+	}
+	r.e.spawnRoom(roomID, h, projectID, rec)
+}
+
+func (r registry) SpawnProject(projectID string, created *Project, rec *Recovery) {
+	r.e.spawnProject(projectID, created, rec)
+}
+
+func (r registry) SpawnWallet(accountID string, rec *Recovery) { r.e.spawnWallet(accountID, rec) }
+
+func (r registry) RoomStopped(roomID string) { r.e.rooms.Delete(roomID) }
+
+func (r registry) EndpointWorkers(enabled, disabled []*WebhookEndpoint) {
+	r.e.dispatcher.ensureWorkers(enabled)
+	r.e.dispatcher.idleWorkers(disabled)
+}
+
+// pidOf is the actor at an address, nil when it has none.
+func (e *Engine) pidOf(to Address) *actor.PID {
+	switch to.Kind {
+	case KindRoom:
+		if h, ok := e.room(to.ID); ok {
+			return h.pid
+		}
+	case KindProject:
+		if h, ok := e.project(to.ID); ok {
+			return h.pid
+		}
+	case KindWallet:
+		if h, ok := e.wallet(to.ID); ok {
+			return h.pid
+		}
+	case KindDirectory:
+		return e.directory
+	}
+	return nil
+}
+
 // sweepLoop asks every live room to check its expiry and passivation, on a
 // real ticker; the rooms compare against the injected clock.
 func (e *Engine) sweepLoop() {
 	defer close(e.done)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
-	lastIdempotencySweep := e.clock.Now()
+	lastIdempotencySweep := e.env.Clock.Now()
 	for {
 		select {
 		case <-e.stop:
@@ -397,10 +421,10 @@ func (e *Engine) sweepLoop() {
 				return true
 			})
 			e.system.Root.Send(e.directory, sweep{})
-			if now := e.clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
+			if now := e.env.Clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
 				// Rate counters of past windows are dropped once a minute.
-				if sw, ok := e.limiter.(interface{ Sweep(time.Time) int }); ok {
+				if sw, ok := e.env.Limiter.(interface{ Sweep(time.Time) int }); ok {
 					sw.Sweep(now)
 				}
 				e.projects.Range(func(_, v any) bool {
@@ -523,41 +547,6 @@ func (e *Engine) room(id string) (*roomHandle, bool) {
 	return v.(*roomHandle), true
 }
 
-// limitsOf returns a project's effective limits: its own, or the current defaults.
-func (e *Engine) limitsOf(p *Project) Limits {
-	if p.Limits != nil {
-		return *p.Limits
-	}
-	return e.settings.DefaultLimits
-}
-
-// createdAt is the clock's now, nudged forward by a nanosecond when needed
-// so that no two created things share an instant. List indexes order by
-// creation time, and ties would otherwise fall back to the random id, so
-// "newest first" would not be exact within one clock tick.
-func (e *Engine) createdAt() time.Time {
-	now := e.clock.Now().UnixNano()
-	for {
-		last := e.lastCreatedNanos.Load()
-		next := now
-		if next <= last {
-			next = last + 1
-		}
-		if e.lastCreatedNanos.CompareAndSwap(last, next) {
-			return time.Unix(0, next).UTC()
-		}
-	}
-}
-
-// allowRate consults the rate counter store and turns a denial into a 429.
-func (e *Engine) allowRate(key, what string, limitPerMinute int) *apierr.Error {
-	d := e.limiter.Allow(key, limitPerMinute, e.clock.Now())
-	if d.Allowed {
-		return nil
-	}
-	return apierr.RateLimitedError(what, d.Limit, d.RetryAfterSeconds)
-}
-
 // --- mailbox depth ---------------------------------------------------------
 
 // depthCounter is a mailbox middleware that keeps the number of queued user
@@ -581,84 +570,10 @@ type Stats struct {
 // Stats reads the engine's gauges.
 func (e *Engine) Stats() Stats {
 	return Stats{
-		ActiveRooms: e.activeRooms.Load(), ActiveParticipants: e.activeParticipants.Load(),
+		ActiveRooms: e.env.Gauges.ActiveRooms.Load(), ActiveParticipants: e.env.Gauges.ActiveParticipants.Load(),
 		ProjectMailboxDepth: e.projectMailbox.Load(), RoomMailboxDepth: e.roomMailbox.Load(),
 	}
 }
 
 // Region is the server's configured region.
-func (e *Engine) Region() string { return e.settings.Region }
-
-// --- API key registry ------------------------------------------------------
-
-// apiKeyTouchInterval: a key's last use is written to disk at most this
-// often, so authentication costs no write per request; last_used_at may
-// therefore be up to this much behind the key's real last use.
-const apiKeyTouchInterval = time.Minute
-
-// KeyRecord is what authentication needs to know of an active API key, and
-// where it notes the key's use. The registry's map is copied on write but
-// its records are shared by pointer, so the atomics survive other keys'
-// changes.
-type KeyRecord struct {
-	KeyID     string
-	ProjectID string
-	Scopes    scopes.Set
-
-	// lastUsedNanos is the last use (injected clock, Unix nanoseconds);
-	// persistedNanos the last use journaled. Both only move forward; 0 is
-	// never.
-	lastUsedNanos  atomic.Int64
-	persistedNanos atomic.Int64
-	touching       atomic.Bool // a touchKey message is on its way
-}
-
-// newKeyRecord is the registry record of a key of projectID.
-func newKeyRecord(k *APIKey, projectID string) *KeyRecord {
-	rec := &KeyRecord{KeyID: k.ID, ProjectID: projectID, Scopes: scopes.Set(k.Scopes)}
-	if !k.LastUsedAt.IsZero() { // the zero time's UnixNano is not 0
-		rec.lastUsedNanos.Store(k.LastUsedAt.UnixNano())
-		rec.persistedNanos.Store(k.LastUsedAt.UnixNano())
-	}
-	return rec
-}
-
-// noteUse moves the key's last use forward to now and reports whether it
-// is time to journal it: apiKeyTouchInterval after the last journaled use,
-// and no touch already on its way (the caller then owns the touching flag
-// and must send exactly one touchKey).
-func (r *KeyRecord) noteUse(now time.Time) bool {
-	n := now.UnixNano()
-	for last := r.lastUsedNanos.Load(); last < n && !r.lastUsedNanos.CompareAndSwap(last, n); {
-		last = r.lastUsedNanos.Load()
-	}
-	return n-r.persistedNanos.Load() >= int64(apiKeyTouchInterval) && r.touching.CompareAndSwap(false, true)
-}
-
-// keyRegistry maps a key's hash to its record. Published by the project
-// actors as an immutable map behind an atomic pointer (copy on write), so
-// every request reads it without a lock.
-type keyRegistry struct {
-	m atomic.Pointer[map[[32]byte]*KeyRecord]
-}
-
-func (r *keyRegistry) init() {
-	m := make(map[[32]byte]*KeyRecord)
-	r.m.Store(&m)
-}
-
-func (r *keyRegistry) lookup(hash [32]byte) *KeyRecord { return (*r.m.Load())[hash] }
-
-func (r *keyRegistry) update(f func(m map[[32]byte]*KeyRecord)) {
-	for {
-		old := r.m.Load()
-		next := make(map[[32]byte]*KeyRecord, len(*old)+1)
-		for k, v := range *old {
-			next[k] = v
-		}
-		f(next)
-		if r.m.CompareAndSwap(old, &next) {
-			return
-		}
-	}
-}
+func (e *Engine) Region() string { return e.env.Settings.Region }

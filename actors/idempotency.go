@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"time"
@@ -68,15 +67,13 @@ func idemScope(projectID, callerID, key string) [32]byte {
 }
 
 // sealAt encrypts a stored response for p, created at now.
-func (e *Engine) sealAt(p *idemPending, status int, body []byte, now time.Time) []byte {
+func (s *Secrets) sealAt(p *idemPending, status int, body []byte, now time.Time) []byte {
 	plain := make([]byte, idemSealedHeaderBytes, idemSealedHeaderBytes+len(body))
 	copy(plain, p.requestHash[:])
 	binary.BigEndian.PutUint64(plain[32:], uint64(now.UnixNano()))
 	binary.BigEndian.PutUint16(plain[40:], uint16(status))
 	plain = append(plain, body...)
-	nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(plain)+e.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	return e.aead.Seal(nonce, nonce, plain, p.storeKey())
+	return s.Seal(plain, p.storeKey())
 }
 
 type storedResponse struct {
@@ -86,15 +83,12 @@ type storedResponse struct {
 	body        []byte
 }
 
-// open decrypts a stored response; ok is false when it cannot be read.
-func (e *Engine) open(storeKey, sealed []byte) (storedResponse, bool) {
+// openStored decrypts a stored response; ok is false when it cannot be
+// read.
+func (s *Secrets) openStored(storeKey, sealed []byte) (storedResponse, bool) {
 	var r storedResponse
-	n := e.aead.NonceSize()
-	if len(sealed) < n {
-		return r, false
-	}
-	plain, err := e.aead.Open(nil, sealed[:n], sealed[n:], storeKey)
-	if err != nil || len(plain) < idemSealedHeaderBytes {
+	plain, ok := s.Open(sealed, storeKey)
+	if !ok || len(plain) < idemSealedHeaderBytes {
 		return r, false
 	}
 	copy(r.requestHash[:], plain)
@@ -106,17 +100,17 @@ func (e *Engine) open(storeKey, sealed []byte) (storedResponse, bool) {
 
 // lookupStored returns the stored response for p, if any, and whether it is
 // still within the retention.
-func (e *Engine) lookupStored(p *idemPending) (r storedResponse, found, fresh bool) {
+func (env *Env) lookupStored(p *idemPending) (r storedResponse, found, fresh bool) {
 	key := p.storeKey()
-	sealed, err := e.store.Get(key)
+	sealed, err := env.Store.Get(key)
 	if err != nil {
 		return storedResponse{}, false, false
 	}
-	r, ok := e.open(key, sealed)
+	r, ok := env.Secrets.openStored(key, sealed)
 	if !ok {
 		return storedResponse{}, false, false
 	}
-	return r, true, e.clock.Now().Sub(r.createdAt) < idempotencyRetention
+	return r, true, env.Clock.Now().Sub(r.createdAt) < idempotencyRetention
 }
 
 // idemBegin asks the project actor to admit an idempotent request.
@@ -160,19 +154,20 @@ func (e *Engine) createInProject(c *Caller, req *IdempotencyRequest, cmd func(ip
 }
 
 // checkIdempotency is the project actor's rule for an arriving key.
-func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p idemPending) Reply {
-	now := e.clock.Now()
+func (a *projectActor) checkIdempotency(p idemPending) Reply {
+	env, inFlight := a.env, a.idemInFlight
+	now := env.Clock.Now()
 	if started, busy := inFlight[p.scope]; busy && now.Sub(started) < idempotencyInFlightTimeout {
 		return Reply{Err: apierr.New(apierr.IdempotencyInProgress,
 			"a request with this Idempotency-Key is still in progress; retry after it completes")}
 	}
-	stored, found, fresh := e.lookupStored(&p)
+	stored, found, fresh := env.lookupStored(&p)
 	if found && !fresh {
 		// Expired: the key is free again. Its old expiry index entry goes
 		// now, so the sweep can never delete the record about to replace it.
-		b := e.store.NewBatch()
+		b := env.Store.NewBatch()
 		b.Delete(expiryIndexKey(p.projectID, stored.createdAt.UnixNano(), p.scope))
-		e.store.Commit(b, nil)
+		env.Store.Commit(b, nil)
 	}
 	if found && fresh {
 		if stored.requestHash != p.requestHash {
@@ -198,9 +193,9 @@ func expiryIndexKey(projectID string, createdNanos int64, scope [32]byte) []byte
 }
 
 // putStored writes the sealed response of p and its expiry index entry into b.
-func (e *Engine) putStored(b *persistence.Batch, p *idemPending, status int, body []byte) {
-	now := e.clock.Now()
-	b.Set(p.storeKey(), e.sealAt(p, status, body, now))
+func (env *Env) putStored(b *persistence.Batch, p *idemPending, status int, body []byte) {
+	now := env.Clock.Now()
+	b.Set(p.storeKey(), env.Secrets.sealAt(p, status, body, now))
 	b.Set(expiryIndexKey(p.projectID, now.UnixNano(), p.scope), nil)
 }
 
@@ -209,11 +204,12 @@ func (e *Engine) putStored(b *persistence.Batch, p *idemPending, status int, bod
 // the project actor, the only one admitting keys: a key in flight is
 // skipped (its old record is replaced by the request under way), and a key
 // re-admitted after expiry had its old index entry removed at admission.
-func (e *Engine) sweepExpired(b *persistence.Batch, projectID string, inFlight map[[32]byte]time.Time) int {
+func (a *projectActor) sweepExpired(b *persistence.Batch) int {
+	projectID, inFlight := a.id, a.idemInFlight
 	prefix := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
-	cutoff := e.clock.Now().Add(-idempotencyRetention).UnixNano()
+	cutoff := a.env.Clock.Now().Add(-idempotencyRetention).UnixNano()
 	n := 0
-	_ = e.store.Scan(prefix, idempotencySweepBatch, func(key, _ []byte) bool {
+	_ = a.env.Store.Scan(prefix, idempotencySweepBatch, func(key, _ []byte) bool {
 		rest := key[len(prefix):]
 		if len(rest) != 8+32 || int64(binary.BigEndian.Uint64(rest)) > cutoff {
 			return false // the rest expire later

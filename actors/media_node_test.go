@@ -88,7 +88,7 @@ func (n *joinedRoom) charged() int64 {
 	waitDurable(n.t, n.e)
 	var balance int64
 	waitUntil(n.t, "the wallet applies the pending charges", func() bool {
-		if countKeys(n.t, n.e.store, []byte(persistence.PrefixCharge)) != 0 {
+		if countKeys(n.t, n.e.env.Store, []byte(persistence.PrefixCharge)) != 0 {
 			return false
 		}
 		w, aerr := n.e.readWallet(n.caller)
@@ -122,7 +122,7 @@ func TestSettlementStopsAtTheNodesLastSnapshot(t *testing.T) {
 // usageSeconds is the participant-seconds finalized for the session.
 func (n *joinedRoom) usageSeconds() int64 {
 	n.t.Helper()
-	v, err := n.e.store.Get(persistence.Key(persistence.PrefixUsage, n.caller.ProjectID+"/2026-11-22/"+n.joined.SessionID))
+	v, err := n.e.env.Store.Get(persistence.Key(persistence.PrefixUsage, n.caller.ProjectID+"/2026-11-22/"+n.joined.SessionID))
 	if err != nil {
 		n.t.Fatalf("usage record of the session: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/scopes"
 )
 
 // Room statuses.
@@ -131,6 +132,11 @@ type APIKey struct {
 	// most apiKeyTouchInterval behind the real last use; zero if never
 	// used. Snapshots from before it existed decode it as zero.
 	LastUsedAt time.Time `json:"last_used_at"`
+}
+
+// record is the key's record in the key registry (authentication).
+func (k *APIKey) record(projectID string) *KeyRecord {
+	return NewKeyRecord(k.ID, projectID, scopes.Set(k.Scopes), k.LastUsedAt)
 }
 
 // Project is a project's own record.

@@ -1,12 +1,5 @@
 package actors
 
-import (
-	"time"
-
-	"rtcd/ids"
-	"rtcd/persistence"
-)
-
 // Webhook event types (spec section 6).
 const (
 	EventRoomStarted       = "room.started"
@@ -34,10 +27,4 @@ type OutboxEvent struct {
 	CreatedAt string         `json:"created_at"`
 	ProjectID string         `json:"project_id"`
 	Data      map[string]any `json:"data"`
-}
-
-// emit adds an event for projectID to b's outbox.
-func (e *Engine) emit(b *persistence.Batch, projectID, eventType string, at time.Time, data map[string]any) {
-	ev := OutboxEvent{ID: ids.New(ids.Event), Type: eventType, CreatedAt: Timestamp(at), ProjectID: projectID, Data: data}
-	b.Set(persistence.OutboxKey(e.createdAt().UnixNano(), ev.ID), mustJSON(ev))
 }

@@ -45,7 +45,7 @@ type (
 		keyID  string
 	}
 	// roomClosed tells the project a room ended; sent by the room, no reply.
-	// counted: the room added itself to projectShared.endedRooms.
+	// counted: the room added itself to ProjectGate.EndedRooms.
 	roomClosed struct {
 		roomID  string
 		counted bool
@@ -55,13 +55,13 @@ type (
 // projectActor owns one project: its record, its set of active rooms (the
 // max_active_rooms cap), its API keys and the idempotency keys in flight.
 type projectActor struct {
-	e            *Engine
-	id           string
-	shared       *projectShared
-	log          *eventLog[projectEvent, *projectState]
-	state        *projectState // log.state
-	recoveryErrs chan<- error
-	// registered is closed once spawnProject has published the project's
+	env      *Env
+	id       string
+	gate     *ProjectGate // what the project publishes
+	log      *eventLog[projectEvent, *projectState]
+	state    *projectState // log.state
+	recovery *Recovery     // nil when created at run time
+	// registered is closed once the registry has published the project's
 	// handle. The actor starts as soon as it is spawned, before that, and
 	// its recovery (and its rooms') looks the handle up.
 	registered <-chan struct{}
@@ -70,8 +70,8 @@ type projectActor struct {
 
 	// protoactor restarts a panicked actor on this same value and delivers
 	// Started again. recovered and countedRooms let recovery run again from
-	// disk without signalling the start-up WaitGroup twice or adding its
-	// rooms to the active-rooms gauge twice.
+	// disk without telling the start-up recovery twice or adding its rooms
+	// to the active-rooms gauge twice.
 	recovered    bool
 	countedRooms int64
 }
@@ -89,7 +89,7 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		case revokeKey:
 			a.revokeKey(c, m)
 		case idemBegin:
-			m.Respond(a.e.checkIdempotency(a.idemInFlight, c.pending))
+			m.Respond(a.checkIdempotency(c.pending))
 		case createEndpoint:
 			a.createEndpoint(c, m)
 		case disableEndpoint:
@@ -117,60 +117,68 @@ func (a *projectActor) Receive(ctx actor.Context) {
 func (a *projectActor) recover() {
 	first := !a.recovered
 	if first {
-		defer a.e.recovering.Done()
 		<-a.registered
 	}
 	a.recovered = true
+	err := a.load(first)
+	switch {
+	case first && a.recovery != nil:
+		a.recovery.Done(err)
+	case err != nil:
+		slog.Error("project recovery failed", "project_id", a.id, "error", err)
+	}
+}
+
+// load recovers the project's state and publishes what others read of
+// it: its record, its workspace's credit gate, its API keys, its
+// endpoints; then it starts its rooms that have not ended. first is false
+// after a panic restart, when its rooms still run.
+func (a *projectActor) load(first bool) error {
 	a.idemInFlight = make(map[[32]byte]time.Time)
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.e.store, projectJournal(a.id), a.e.settings.SnapshotEveryEvents,
+	log, err := recoverLog(a.env.Store, projectJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *projectState { return &projectState{} }, nil)
 	if err != nil {
-		if first {
-			a.recoveryErrs <- err
-		} else {
-			slog.Error("project recovery after a restart failed", "project_id", a.id, "error", err)
-		}
-		return
+		return err
 	}
 	a.log, a.state = log, log.state
-	wh, ok := a.e.wallet(a.state.Project.AccountID)
+	credit, ok := a.env.Registry.CreditGate(a.state.Project.AccountID)
 	if !ok {
-		err := fmt.Errorf("actors: project %s belongs to account %s, which has no wallet", a.id, a.state.Project.AccountID)
-		if first {
-			a.recoveryErrs <- err
-		}
-		return
+		return fmt.Errorf("actors: project %s belongs to account %s, which has no wallet", a.id, a.state.Project.AccountID)
 	}
-	a.shared.account.Store(wh.shared)
+	a.gate.Credit.Store(credit)
 	// The wallet lists its workspace's projects (billing audits and
 	// webhooks go to each); a project created by the dashboard joins that
 	// list here, idempotently, so a crash between the two cannot lose it.
-	a.e.system.Root.Send(wh.pid, addProject{projectID: a.id})
+	a.env.Registry.Send(WalletAddress(a.state.Project.AccountID), addProject{projectID: a.id})
 	a.publish()
 	a.publishEndpoints()
-	a.e.apiKeys.update(func(m map[[32]byte]*KeyRecord) {
+	a.env.APIKeys.Update(func(m map[[32]byte]*KeyRecord) {
 		for _, k := range a.state.Keys {
 			if k.RevokedAt.IsZero() {
-				m[k.Hash] = newKeyRecord(k, a.id)
+				m[k.Hash] = k.record(a.id)
 			}
 		}
 	})
-	h, _ := a.e.project(a.id)
+	rooms := a.recovery
+	if !first {
+		rooms = nil // nobody waits for a restart
+	}
 	for roomID := range a.state.ActiveRooms {
-		if _, live := a.e.room(roomID); !live { // after a restart its rooms still run
-			a.e.spawnRoom(roomID, h, a.id, a.recoveryErrs)
+		if !a.env.Registry.RoomLive(roomID) { // after a restart its rooms still run
+			a.env.Registry.SpawnRoom(roomID, a.id, rooms)
 		}
 	}
 	n := int64(len(a.state.ActiveRooms))
-	a.e.activeRooms.Add(n - a.countedRooms)
+	a.env.Gauges.ActiveRooms.Add(n - a.countedRooms)
 	a.countedRooms = n
+	return nil
 }
 
 // publish makes the project record visible to rooms and the HTTP layer.
 func (a *projectActor) publish() {
 	p := a.state.Project
-	a.shared.project.Store(&p)
+	a.gate.Record.Store(&p)
 }
 
 // record appends events to the project's journal in b and applies them
@@ -180,15 +188,15 @@ func (a *projectActor) record(b *persistence.Batch, events ...projectEvent) {
 }
 
 func (a *projectActor) createRoom(m createRoom, r *Envelope) {
-	e := a.e
-	p := a.shared.project.Load()
+	env := a.env
+	p := a.gate.Record.Load()
 	if p.Status != ProjectActive {
 		// Archived while this request was on its way.
 		r.Respond(Reply{Err: errBadCredential})
 		return
 	}
-	limits := e.limitsOf(p)
-	if len(a.state.ActiveRooms)-int(a.shared.endedRooms.Load()) >= limits.MaxActiveRooms {
+	limits := env.LimitsOf(p)
+	if len(a.state.ActiveRooms)-int(a.gate.EndedRooms.Load()) >= limits.MaxActiveRooms {
 		r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
 			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
 		return
@@ -201,11 +209,11 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 		r.Respond(Reply{Err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
 		return
 	}
-	if err := e.allowRate("room_creates:"+a.id, "room_creates_per_minute", limits.RoomCreatesPerMinute); err != nil {
+	if err := env.AllowRate("room_creates:"+a.id, "room_creates_per_minute", limits.RoomCreatesPerMinute); err != nil {
 		r.Respond(Reply{Err: err})
 		return
 	}
-	now := e.createdAt()
+	now := env.CreatedAt()
 	room := Room{
 		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: RoomWaiting, Region: m.params.region,
 		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
@@ -213,12 +221,12 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 	}
 	body := mustJSON(room.view())
 
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
 	b.Set(roomRecordKey(a.id, room.ID), body)
 	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID))
 	if m.idem != nil {
-		e.putStored(b, m.idem, 201, body)
+		env.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
 	// The room actor can only start once the batch holding its snapshot is
@@ -229,32 +237,31 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 	// for a batch whose Commit has returned, so this cannot deadlock).
 	spawned := make(chan struct{})
 	defer close(spawned) // also if spawning panics: the syncer must not wait forever
-	e.store.Commit(b, func() {
+	env.Store.Commit(b, func() {
 		<-spawned
 		r.Respond(Reply{Status: 201, Body: body})
 	})
-	h, _ := e.project(a.id)
-	e.spawnRoom(room.ID, h, a.id, nil)
-	e.activeRooms.Add(1)
+	env.Registry.SpawnRoom(room.ID, a.id, nil)
+	env.Gauges.ActiveRooms.Add(1)
 	a.countedRooms++
 }
 
 func (a *projectActor) roomClosed(m roomClosed) {
 	if m.counted {
-		a.shared.endedRooms.Add(-1)
+		a.gate.EndedRooms.Add(-1)
 	}
 	if _, ok := a.state.ActiveRooms[m.roomID]; !ok {
 		return // already recorded (the room re-announces after a restart)
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, projectEvent{RoomClosed: &roomRef{RoomID: m.roomID}})
-	a.e.store.Commit(b, nil)
-	a.e.activeRooms.Add(-1)
+	a.env.Store.Commit(b, nil)
+	a.env.Gauges.ActiveRooms.Add(-1)
 	a.countedRooms--
 }
 
 func (a *projectActor) createKey(m createKey, r *Envelope) {
-	e := a.e
+	env := a.env
 	if a.state.Project.Status != ProjectActive {
 		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
@@ -270,7 +277,7 @@ func (a *projectActor) createKey(m createKey, r *Envelope) {
 			WithDetails("limit", MaxActiveAPIKeysPerProject)})
 		return
 	}
-	if err := e.allowRate("api_key_creates:"+a.id, "api_key_creates_per_minute", APIKeyCreatesPerMinute); err != nil {
+	if err := env.AllowRate("api_key_creates:"+a.id, "api_key_creates_per_minute", APIKeyCreatesPerMinute); err != nil {
 		r.Respond(Reply{Err: err})
 		return
 	}
@@ -279,34 +286,34 @@ func (a *projectActor) createKey(m createKey, r *Envelope) {
 		r.Respond(Reply{Err: apierr.New(apierr.Internal, "could not generate a key")})
 		return
 	}
-	now := e.createdAt()
+	now := env.CreatedAt()
 	key := APIKey{
 		ID: ids.New(ids.APIKey), Name: m.name, Scopes: uint32(m.scopes), Last4: auth.Last4(secret),
-		Hash: e.keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.actor(),
+		Hash: env.Keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.actor(),
 	}
 	v := key.view()
 	record := mustJSON(v)
 	v.Secret = secret
 	body := mustJSON(v)
 
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
-	a.e.writeAudit(b, a.id, &m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
+	a.env.Audit.Project(b, a.id, &m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.idem != nil {
-		e.putStored(b, m.idem, 201, body)
+		env.putStored(b, m.idem, 201, body)
 	}
-	rec := newKeyRecord(&key, a.id)
+	rec := key.record(a.id)
 	a.record(b, projectEvent{APIKeyCreated: &key})
-	e.store.Commit(b, func() {
+	env.Store.Commit(b, func() {
 		// Usable only once its creation is durable.
-		e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) { reg[key.Hash] = rec })
+		env.APIKeys.Update(func(reg map[[32]byte]*KeyRecord) { reg[key.Hash] = rec })
 		r.Respond(Reply{Status: 201, Body: body})
 	})
 }
 
 func (a *projectActor) revokeKey(m revokeKey, r *Envelope) {
-	e := a.e
+	env := a.env
 	key, ok := a.state.Keys[m.keyID]
 	if !ok {
 		r.Respond(Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
@@ -322,24 +329,24 @@ func (a *projectActor) revokeKey(m revokeKey, r *Envelope) {
 		// DELETE is idempotent. The revocation may still be on its way to
 		// disk (a concurrent first DELETE): answer once it is durable.
 		body := mustJSON(key.view())
-		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
+		env.Store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
 	// Revocation takes effect at once, before it is durable: failing safe.
-	e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) { delete(reg, key.Hash) })
+	env.APIKeys.Update(func(reg map[[32]byte]*KeyRecord) { delete(reg, key.Hash) })
 	revoked := *key
-	revoked.RevokedAt = e.clock.Now()
+	revoked.RevokedAt = env.Clock.Now()
 	body := mustJSON(revoked.view())
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body)
-	e.writeAudit(b, a.id, &m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
+	env.Audit.Project(b, a.id, &m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // touchKey asks the project to journal a key's last use. Authentication
 // sends it without waiting, at most once per apiKeyTouchInterval per key
-// (KeyRecord.noteUse), and holds the registry record's touching flag
+// (KeyRecord.NoteUse), and holds the registry record's touching flag
 // until the project clears it.
 type touchKey struct {
 	keyID  string
@@ -348,7 +355,7 @@ type touchKey struct {
 
 // recordKeyUse journals the latest use noted in the registry record
 // (api_key_used) and rewrites the key's ki/ record, so the list shows it.
-// It re-checks the interval against the actor's own state: noteUse's check
+// It re-checks the interval against the actor's own state: NoteUse's check
 // and flag can race a touch that is just finishing, and this keeps the
 // journal at one use per key per apiKeyTouchInterval regardless. Nobody
 // waits for it, so it needs no durable callback; a crash before its batch
@@ -360,50 +367,38 @@ func (a *projectActor) recordKeyUse(m touchKey) {
 		return
 	}
 	used := m.usedAt.UTC()
-	rec := a.e.apiKeys.lookup(key.Hash) // nil once revoked
+	rec := a.env.APIKeys.Lookup(key.Hash) // nil once revoked
 	if rec != nil {
-		defer rec.touching.Store(false)
-		if n := rec.lastUsedNanos.Load(); n > used.UnixNano() {
-			used = time.Unix(0, n).UTC()
+		if last := rec.LastUsed(); last.After(used) {
+			used = last
 		}
 	}
 	if !key.LastUsedAt.IsZero() && used.Sub(key.LastUsedAt) < apiKeyTouchInterval {
+		if rec != nil {
+			rec.Touched(time.Time{})
+		}
 		return
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	if rec != nil {
-		rec.persistedNanos.Store(used.UnixNano())
+		rec.Touched(used)
 	}
 }
 
 func (a *projectActor) sweepIdempotency() {
-	b := a.e.store.NewBatch()
-	n := a.e.sweepExpired(b, a.id, a.idemInFlight)
+	b := a.env.Store.NewBatch()
+	n := a.sweepExpired(b)
 	if n == 0 {
 		b.Discard()
 		return
 	}
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	if n == idempotencySweepBatch { // more expired: continue after queued requests
-		h, _ := a.e.project(a.id)
-		go a.e.system.Root.Send(h.pid, sweep{})
+		go a.env.Registry.Send(ProjectAddress(a.id), sweep{})
 	}
-}
-
-// writeAudit adds an audit log entry to b.
-func (e *Engine) writeAudit(b *persistence.Batch, projectID string, c *Caller, action string, target AuditTarget, details map[string]any) {
-	now := e.createdAt()
-	if details == nil {
-		details = map[string]any{}
-	}
-	entry := AuditEntry{
-		Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Actor: c.actor(), Target: target,
-		RequestID: optionalString(c.RequestID), SourceIP: optionalString(c.SourceIP), CreatedAt: Timestamp(now), Details: details,
-	}
-	b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), mustJSON(entry))
 }
 
 func roomRecordKey(projectID, roomID string) []byte {

@@ -30,22 +30,22 @@ type projectRenamed struct {
 }
 
 func (a *projectActor) renameProject(m renameProject, r *Envelope) {
-	e := a.e
+	env := a.env
 	p := a.state.Project
 	if p.Status != ProjectActive {
 		r.Respond(Reply{Err: apierr.New(apierr.Conflict, "an archived project cannot be renamed").WithDetails("reason", "project_archived")})
 		return
 	}
 	old := p.Name
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	a.record(b, projectEvent{ProjectRenamed: &projectRenamed{Name: m.name}})
 	details := map[string]any{"name": m.name, "previous_name": old}
-	e.writeAudit(b, a.id, m.user.caller(a.id), "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
-	e.writeAccountAudit(b, p.AccountID, &m.user, "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
+	env.Audit.Project(b, a.id, m.user.caller(a.id), "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
+	env.Audit.Account(b, p.AccountID, &m.user, "project.renamed", AuditTarget{Type: "project", ID: a.id}, details)
 	a.publish()
 	p = a.state.Project
 	body := mustJSON(projectView(&p))
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // archiveProject refuses while rooms are active (their participants would
@@ -53,24 +53,24 @@ func (a *projectActor) renameProject(m renameProject, r *Envelope) {
 // disables every webhook endpoint. Both take effect at once, before the
 // archive is durable: failing safe, like a single key's revocation.
 func (a *projectActor) archiveProject(m archiveProject, r *Envelope) {
-	e := a.e
+	env := a.env
 	p := a.state.Project
 	if p.Status != ProjectActive {
 		// DELETE is idempotent, and answered once the archive is durable
 		// (the directory lets no second archive in while the first runs;
 		// this does not rely on it).
 		body := mustJSON(projectView(&p))
-		e.store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
+		env.Store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
-	if n := len(a.state.ActiveRooms) - int(a.shared.endedRooms.Load()); n > 0 {
+	if n := len(a.state.ActiveRooms) - int(a.gate.EndedRooms.Load()); n > 0 {
 		r.Respond(Reply{Err: apierr.New(apierr.ProjectHasActiveRooms, "the project has %d active room(s); end them before archiving it", n).
 			WithDetails("active_rooms", n)})
 		return
 	}
-	now := e.clock.Now()
+	now := env.Clock.Now()
 	caller := m.user.caller(a.id)
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	var revoked [][32]byte
 	keyIDs := make([]string, 0, len(a.state.Keys))
 	for id := range a.state.Keys {
@@ -85,7 +85,7 @@ func (a *projectActor) archiveProject(m archiveProject, r *Envelope) {
 		revoked = append(revoked, key.Hash)
 		a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: now}})
 		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
-		e.writeAudit(b, a.id, caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID},
+		env.Audit.Project(b, a.id, caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID},
 			map[string]any{"name": key.Name, "reason": "project_archived"})
 	}
 	epIDs := make([]string, 0, len(a.state.Endpoints))
@@ -100,15 +100,15 @@ func (a *projectActor) archiveProject(m archiveProject, r *Envelope) {
 		}
 		a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
 		b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), mustJSON(ep.view()))
-		e.writeAudit(b, a.id, caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+		env.Audit.Project(b, a.id, caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 			map[string]any{"url": ep.URL, "reason": "project_archived"})
 	}
 	a.record(b, projectEvent{ProjectArchived: &projectArchived{At: now}})
 	details := map[string]any{"name": p.Name, "revoked_api_keys": len(revoked)}
-	e.writeAudit(b, a.id, caller, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
-	e.writeAccountAudit(b, p.AccountID, &m.user, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
+	env.Audit.Project(b, a.id, caller, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
+	env.Audit.Account(b, p.AccountID, &m.user, "project.archived", AuditTarget{Type: "project", ID: a.id}, details)
 
-	e.apiKeys.update(func(reg map[[32]byte]*KeyRecord) {
+	env.APIKeys.Update(func(reg map[[32]byte]*KeyRecord) {
 		for _, h := range revoked {
 			delete(reg, h)
 		}
@@ -117,7 +117,7 @@ func (a *projectActor) archiveProject(m archiveProject, r *Envelope) {
 	a.publishEndpoints()
 	p = a.state.Project
 	body := mustJSON(projectView(&p))
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 type projectArchived struct {

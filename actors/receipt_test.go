@@ -49,9 +49,9 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	}
 	store, e := open()
 	var caller *Caller
-	for _, rec := range *e.apiKeys.m.Load() { // the bootstrap key is the only one
+	e.env.APIKeys.Range(func(rec *KeyRecord) { // the bootstrap key is the only one
 		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
-	}
+	})
 	account := e.limitsAccount(caller)
 	amount := "25.00"
 	checkout := func(context.Context, string, string, money.Micros, string, string, time.Time) (Checkout, error) {

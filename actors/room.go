@@ -33,17 +33,17 @@ type (
 // roomActor owns one room: its status, its participants and the
 // max_participants cap. It decides a connect in one step.
 type roomActor struct {
-	e            *Engine
-	id           string
-	projectID    string
-	project      *projectShared
-	log          *eventLog[roomEvent, *roomState]
-	state        *roomState   // log.state
-	recoveryErrs chan<- error // nil when spawned at run time (its snapshot is in the creating batch)
+	env       *Env
+	id        string
+	projectID string
+	gate      *ProjectGate // what the room's project publishes
+	log       *eventLog[roomEvent, *roomState]
+	state     *roomState // log.state
+	recovery  *Recovery  // nil when spawned at run time (its snapshot is in the creating batch)
 
 	// As in projectActor: recovery may run again after a restart, so the
-	// start-up WaitGroup is signalled once and countedSlots (this room's
-	// share of the participant counters) is corrected, not added again.
+	// start-up recovery is told once and countedSlots (this room's share
+	// of the participant counters) is corrected, not added again.
 	recovered    bool
 	countedSlots int
 
@@ -83,47 +83,42 @@ func (a *roomActor) Receive(ctx actor.Context) {
 
 func (a *roomActor) recover(ctx actor.Context) {
 	first := !a.recovered
-	if first && a.recoveryErrs != nil {
-		defer a.e.recovering.Done()
-	}
 	a.recovered = true
+	err := a.load(first)
+	switch {
+	case first && a.recovery != nil:
+		a.recovery.Done(err)
+	case err != nil:
+		panic(err) // the creating batch wrote the snapshot: a bug
+	}
+}
+
+// load recovers the room's state and puts it back in service: its slots
+// counted again, what the restart interrupted finished. first is false
+// after a panic restart.
+func (a *roomActor) load(first bool) error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.e.store, roomJournal(a.id), a.e.settings.SnapshotEveryEvents,
+	log, err := recoverLog(a.env.Store, roomJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *roomState { return &roomState{} }, nil)
 	if err != nil {
-		if first && a.recoveryErrs != nil {
-			// The channel has room for one error per project and one more,
-			// not one per room: when it is full an error is already
-			// reported, and blocking here would hang Start.
-			select {
-			case a.recoveryErrs <- err:
-			default:
-			}
-		} else {
-			panic(err) // the creating batch wrote the snapshot: a bug
-		}
-		return
+		return err
 	}
 	a.log, a.state = log, log.state
 	// Recovered cap slots count again; no limit check, they were admitted.
 	delta := int64(a.state.Connected - a.countedSlots)
-	a.project.activeParticipants.Add(delta)
-	a.e.activeParticipants.Add(delta)
+	a.gate.ActiveParticipants.Add(delta)
+	a.env.Gauges.ActiveParticipants.Add(delta)
 	a.countedSlots = a.state.Connected
-	if first && !a.e.settings.MediaNodeRunsOnItsOwn && a.admitting() { // a panic restart keeps the process, and the node, running
+	if first && !a.env.Settings.MediaNodeRunsOnItsOwn && a.admitting() { // a panic restart keeps the process, and the node, running
 		a.closeSessionsLostInRestart()
 	}
 	switch a.state.Room.Status {
 	case RoomEnding:
 		a.finishEnding() // it crashed or stopped mid-ending
 	case RoomEnded:
-		ctx.Send(a.projectPID(), roomClosed{roomID: a.id}) // the project may have missed it
+		a.env.Registry.Send(ProjectAddress(a.projectID), roomClosed{roomID: a.id}) // the project may have missed it
 	}
-}
-
-func (a *roomActor) projectPID() *actor.PID {
-	h, _ := a.e.project(a.projectID)
-	return h.pid
+	return nil
 }
 
 // record appends events to the room's journal in b and applies them.
@@ -144,7 +139,7 @@ func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) [
 // expireIfDue starts ending the room when it is past expires_at.
 func (a *roomActor) expireIfDue(ctx actor.Context) {
 	r := &a.state.Room
-	if (r.Status == RoomWaiting || r.Status == RoomActive) && !a.e.clock.Now().Before(r.ExpiresAt) {
+	if (r.Status == RoomWaiting || r.Status == RoomActive) && !a.env.Clock.Now().Before(r.ExpiresAt) {
 		a.startEnding(ctx, EndReasonExpired, nil, nil)
 	}
 }
@@ -163,7 +158,7 @@ func (a *roomActor) admitting() bool {
 }
 
 func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r *Envelope) {
-	e := a.e
+	env := a.env
 	a.expireIfDue(ctx)
 	if !a.admitting() {
 		r.Respond(Reply{Err: a.closedError()})
@@ -178,12 +173,12 @@ func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r 
 		r.Respond(Reply{Err: errInsufficientCredit})
 		return
 	}
-	limits := e.limitsOf(a.project.project.Load())
-	if err := e.allowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
+	limits := env.LimitsOf(a.gate.Record.Load())
+	if err := env.AllowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
 		r.Respond(Reply{Err: err})
 		return
 	}
-	now := e.createdAt()
+	now := env.CreatedAt()
 	// Not capped at the room's expiry: a connect to a room past expires_at
 	// must be told room_expired, which a token expired with the room would
 	// hide (the token's expiry is checked first).
@@ -195,19 +190,19 @@ func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r 
 		Role: m.params.role, Status: ParticipantCreated, Metadata: m.params.metadata,
 		CreatedAt: now, ExpiresAt: expiresAt,
 	}
-	token := e.keys.SignParticipantToken(auth.ParticipantClaims{
+	token := env.Keys.SignParticipantToken(auth.ParticipantClaims{
 		ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, ExpiresAt: expiresAt,
 	})
 	body := mustJSON(ParticipantCreatedView{ParticipantView: p.view(), Token: token})
 
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	a.putParticipantRecord(b, &p)
 	b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID))
 	if m.idem != nil {
-		e.putStored(b, m.idem, 201, body)
+		env.putStored(b, m.idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
 }
 
 // connect runs the connect checks that need state, in the spec's order:
@@ -215,8 +210,8 @@ func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r 
 // project quota, account credit policy, media availability. Token signature
 // and expiry were checked before the message was sent.
 func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope) {
-	e := a.e
-	if a.project.project.Load().Status != ProjectActive {
+	env := a.env
+	if a.gate.Record.Load().Status != ProjectActive {
 		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
 		return
 	}
@@ -242,7 +237,7 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
 		}
-		limit := e.limitsOf(a.project.project.Load()).MaxActiveParticipants
+		limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
 		if !a.acquireProjectSlot(limit) {
 			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
 				WithDetails("limit_name", "max_active_participants", "limit", limit)})
@@ -256,16 +251,16 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 		r.Respond(Reply{Err: errInsufficientCredit})
 		return
 	}
-	if e.settings.MediaURL == "" {
+	if env.Settings.MediaURL == "" {
 		if newSlot {
 			a.releaseProjectSlots(1)
 		}
-		r.Respond(Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", e.settings.Region)})
+		r.Respond(Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
 		return
 	}
 
-	now := e.clock.Now()
-	expiresAt := now.Add(e.settings.MediaTokenTTL)
+	now := env.Clock.Now()
+	expiresAt := now.Add(env.Settings.MediaTokenTTL)
 	if expiresAt.After(a.state.Room.ExpiresAt) {
 		expiresAt = a.state.Room.ExpiresAt // a media session never outlives its room
 	}
@@ -281,19 +276,19 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 		return
 	}
 	sessionID := ids.New(ids.ConnectSession)
-	mediaToken := e.keys.SignMediaToken(auth.MediaClaims{
+	mediaToken := env.Keys.SignMediaToken(auth.MediaClaims{
 		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
 	})
 	body := mustJSON(ConnectView{
-		Object: "connect_session", SessionID: sessionID, Endpoint: e.settings.MediaURL, MediaToken: mediaToken,
+		Object: "connect_session", SessionID: sessionID, Endpoint: env.Settings.MediaURL, MediaToken: mediaToken,
 		ExpiresAt: Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
 	})
-	b := e.store.NewBatch()
+	b := env.Store.NewBatch()
 	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now, ExpiresAt: expiresAt}})
 	if newSlot {
 		a.putParticipantRecord(b, p) // its status is connected now
 	}
-	e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // closeSessionsLostInRestart ends, at recovery, the media sessions an
@@ -310,13 +305,13 @@ func (a *roomActor) closeSessionsLostInRestart() {
 			continue
 		}
 		if b == nil {
-			b = a.e.store.NewBatch()
+			b = a.env.Store.NewBatch()
 		}
 		u := p.Usage
 		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
 	}
 	if b != nil {
-		a.e.store.Commit(b, nil)
+		a.env.Store.Commit(b, nil)
 		a.nudgeWallet()
 	}
 }
@@ -326,10 +321,7 @@ var errInsufficientCredit = apierr.New(apierr.InsufficientCredit,
 	"the workspace's prepaid balance is below minimum_credit_to_start; top up to start new sessions")
 
 // creditGateClosed reports whether the workspace's wallet closed the gate.
-func (a *roomActor) creditGateClosed() bool {
-	acct := a.project.account.Load()
-	return acct != nil && acct.gateClosed.Load()
-}
+func (a *roomActor) creditGateClosed() bool { return a.gate.CreditClosed() }
 
 // lapseConnects gives back the slot of a connected participant that did not
 // join the media node before its media token expired.
@@ -338,35 +330,30 @@ func (a *roomActor) lapseConnects(now time.Time) {
 	for _, p := range a.state.Participants {
 		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
 			if b == nil {
-				b = a.e.store.NewBatch()
+				b = a.env.Store.NewBatch()
 			}
 			a.leave(b, p, now, LeftReasonConnectTimeout)
 		}
 	}
 	if b != nil {
-		a.e.store.Commit(b, nil)
+		a.env.Store.Commit(b, nil)
 	}
 }
 
 // acquireProjectSlot takes one of the project's active participant slots
 // if fewer than limit are taken. Lock-free and exact under concurrency.
 func (a *roomActor) acquireProjectSlot(limit int) bool {
-	for {
-		n := a.project.activeParticipants.Load()
-		if n >= int64(limit) {
-			return false
-		}
-		if a.project.activeParticipants.CompareAndSwap(n, n+1) {
-			a.e.activeParticipants.Add(1)
-			a.countedSlots++
-			return true
-		}
+	if !a.gate.TakeSlot(limit) {
+		return false
 	}
+	a.env.Gauges.ActiveParticipants.Add(1)
+	a.countedSlots++
+	return true
 }
 
 func (a *roomActor) releaseProjectSlots(n int) {
-	a.project.activeParticipants.Add(-int64(n))
-	a.e.activeParticipants.Add(-int64(n))
+	a.gate.ActiveParticipants.Add(-int64(n))
+	a.env.Gauges.ActiveParticipants.Add(-int64(n))
 	a.countedSlots -= n
 }
 
@@ -380,15 +367,15 @@ func (a *roomActor) removeParticipant(ctx actor.Context, m removeParticipant, r 
 		r.Respond(Reply{Status: 200, Body: mustJSON(p.view())}) // DELETE is idempotent
 		return
 	}
-	now := a.e.clock.Now()
+	now := a.env.Clock.Now()
 	joined := p.Status == ParticipantJoined
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
 	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
 	body := a.putParticipantRecord(b, p)
-	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 	a.nudgeWallet()
-	if media := a.e.mediaEngine(); media != nil && joined {
+	if media := a.env.Media.Engine(); media != nil && joined {
 		media.RemoveParticipant(a.id, p.ID)
 	}
 }
@@ -407,19 +394,19 @@ func (a *roomActor) deleteRoom(ctx actor.Context, m deleteRoom, r *Envelope) {
 // between resumes at finishEnding on recovery. An actor never sends to its
 // own bounded mailbox (it could block on itself), so this is a direct call.
 func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller, done func(body []byte)) {
-	e := a.e
-	b := e.store.NewBatch()
+	env := a.env
+	b := env.Store.NewBatch()
 	if caller != nil {
-		e.writeAudit(b, a.projectID, caller, "room.deleted", AuditTarget{Type: "room", ID: a.id}, nil)
+		env.Audit.Project(b, a.projectID, caller, "room.deleted", AuditTarget{Type: "room", ID: a.id}, nil)
 	}
-	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: e.clock.Now()}})
+	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: env.Clock.Now()}})
 	body := a.putRoomRecord(b)
-	e.store.Commit(b, func() {
+	env.Store.Commit(b, func() {
 		if done != nil {
 			done(body)
 		}
 	})
-	if media := a.e.mediaEngine(); media != nil {
+	if media := a.env.Media.Engine(); media != nil {
 		media.CloseRoom(a.id, reason)
 	}
 	a.finishEnding()
@@ -430,9 +417,9 @@ func (a *roomActor) finishEnding() {
 	if a.state.Room.Status != RoomEnding {
 		return
 	}
-	e := a.e
-	now := e.clock.Now()
-	b := e.store.NewBatch()
+	env := a.env
+	now := env.Clock.Now()
+	b := env.Store.NewBatch()
 	// Open usage is finalized before the room ends (spec 6, Emission 3).
 	var open []*Participant
 	for _, p := range a.state.Participants {
@@ -442,22 +429,21 @@ func (a *roomActor) finishEnding() {
 		}
 	}
 	seq := a.state.EventSeq + 1
-	e.emit(b, a.projectID, EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
+	env.Outbox.Emit(b, a.projectID, EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
 	a.record(b, roomEvent{RoomEnded: &roomEnded{At: now}, EventSeq: seq})
 	a.putRoomRecord(b)
 	for _, p := range open {
 		a.putParticipantRecord(b, p)
 	}
 	a.nudgeWallet()
-	projectPID := a.projectPID()
 	// The end is visible to readers once Commit returns; from then on the
 	// room must not count against max_active_rooms (see endedRooms).
-	a.project.endedRooms.Add(1)
-	e.store.Commit(b, func() {
+	a.gate.EndedRooms.Add(1)
+	env.Store.Commit(b, func() {
 		// Told only once the end is durable, so the project never forgets a
 		// room that would recover as ending. Sent from a goroutine: the
 		// syncer must never block on a full mailbox.
-		go e.system.Root.Send(projectPID, roomClosed{roomID: a.id, counted: true})
+		go env.Registry.Send(ProjectAddress(a.projectID), roomClosed{roomID: a.id, counted: true})
 	})
 }
 
@@ -468,10 +454,10 @@ func (a *roomActor) finishEnding() {
 // (reconcile), and a settlement past it would have charged more than their
 // final length, which the final charge never gives back.
 func (a *roomActor) settleUntil(now time.Time) time.Time {
-	if !a.e.settings.MediaNodeRunsOnItsOwn {
+	if !a.env.Settings.MediaNodeRunsOnItsOwn {
 		return now
 	}
-	if last := time.Unix(0, a.e.lastPresenceNanos.Load()).UTC(); last.Before(now) {
+	if last := a.env.Media.LastPresenceAt(); last.Before(now) {
 		return last
 	}
 	return now
@@ -479,10 +465,10 @@ func (a *roomActor) settleUntil(now time.Time) time.Time {
 
 func (a *roomActor) sweep(ctx actor.Context) {
 	a.expireIfDue(ctx)
-	now := a.e.clock.Now()
+	now := a.env.Clock.Now()
 	if a.admitting() {
 		a.lapseConnects(now)
-		if interval := a.e.settings.Billing.SettleInterval; now.Sub(a.lastSettle) >= interval {
+		if interval := a.env.Settings.Billing.SettleInterval; now.Sub(a.lastSettle) >= interval {
 			// On the interval's grid, not at this sweep's reading: sweeps
 			// come on a real 1 s ticker, and with its jitter a sweep a hair
 			// under one interval after the last settlement would otherwise
@@ -493,13 +479,13 @@ func (a *roomActor) sweep(ctx actor.Context) {
 		// A media node on its own that stopped reporting (crashed) has
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
-		if a.e.settings.MediaNodeRunsOnItsOwn && a.e.clock.Monotonic()-time.Duration(a.e.lastPresenceSeen.Load()) > mediaPresenceTimeout {
-			a.reconcile(ctx, mediaPresence{at: time.Unix(0, a.e.lastPresenceNanos.Load()).UTC()})
+		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > mediaPresenceTimeout {
+			a.reconcile(ctx, mediaPresence{at: a.env.Media.LastPresenceAt()})
 		}
 	}
 	r := &a.state.Room
-	if r.Status == RoomEnded && a.e.clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
-		a.e.rooms.Delete(a.id)
+	if r.Status == RoomEnded && a.env.Clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
+		a.env.Registry.RoomStopped(a.id)
 		ctx.Poison(ctx.Self()) // queued behind any message already sent to it
 	}
 }

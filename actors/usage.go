@@ -62,14 +62,7 @@ type (
 
 // SetMedia connects the media engine; nil means none (rooms then close
 // without asking a media engine).
-func (e *Engine) SetMedia(m MediaEngine) { e.media.Store(&m) }
-
-func (e *Engine) mediaEngine() MediaEngine {
-	if p := e.media.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (e *Engine) SetMedia(m MediaEngine) { e.env.Media.SetEngine(m) }
 
 // MediaJoined routes a join report to its room.
 func (e *Engine) MediaJoined(r MediaJoin) {
@@ -95,8 +88,7 @@ func (e *Engine) MediaPresence(p MediaPresence) {
 		}
 		byRoom[s.RoomID][s.ParticipantID] = s
 	}
-	e.lastPresenceNanos.Store(p.At.UnixNano())
-	e.lastPresenceSeen.Store(int64(e.clock.Monotonic()))
+	e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
 	e.rooms.Range(func(id, v any) bool {
 		e.system.Root.Send(v.(*roomHandle).pid, mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
 		return true
@@ -116,21 +108,21 @@ func (a *roomActor) join(ctx actor.Context, r MediaJoin) {
 	if p.Status != ParticipantConnected || p.SessionID != r.SessionID {
 		return // a stale session, or a participant that left, was removed or never connected
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	wasWaiting := a.state.Room.Status == RoomWaiting
 	seq := a.state.EventSeq
 	next := func() uint64 { seq++; return seq }
 	if wasWaiting {
-		a.e.emit(b, a.projectID, EventRoomStarted, r.At, map[string]any{"room_id": a.id, "sequence": next()})
+		a.env.Outbox.Emit(b, a.projectID, EventRoomStarted, r.At, map[string]any{"room_id": a.id, "sequence": next()})
 	}
-	a.e.emit(b, a.projectID, EventParticipantJoined, r.At, map[string]any{
+	a.env.Outbox.Emit(b, a.projectID, EventParticipantJoined, r.At, map[string]any{
 		"room_id": a.id, "participant_id": p.ID, "session_id": r.SessionID, "sequence": next()})
 	a.record(b, roomEvent{ParticipantJoined: &participantJoined{ParticipantID: p.ID, SessionID: r.SessionID, At: r.At}, EventSeq: seq})
 	a.putParticipantRecord(b, p)
 	if wasWaiting {
 		a.putRoomRecord(b)
 	}
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 }
 
 // leave finalizes a joined participant's usage session into b: the last
@@ -151,13 +143,13 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 		seconds = int64(at.Sub(u.StartedAt) / time.Second)
 		charged = a.charge(b, p, u, seconds, at)
 		a.writeUsageRecords(b, p, u, at, seconds)
-		a.e.emit(b, a.projectID, EventParticipantLeft, at, map[string]any{
+		a.env.Outbox.Emit(b, a.projectID, EventParticipantLeft, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID, "reason": reason, "sequence": next()})
-		a.e.emit(b, a.projectID, EventUsageFinalized, at, map[string]any{
+		a.env.Outbox.Emit(b, a.projectID, EventUsageFinalized, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID,
 			"started_at": Timestamp(u.StartedAt), "ended_at": Timestamp(at),
 			"participant_seconds": seconds, "participant_minutes": float64(seconds) / 60,
-			"amount": money.Micros(charged).Format(ledgerAmountDecimals), "currency": a.e.settings.Billing.Currency,
+			"amount": money.Micros(charged).Format(ledgerAmountDecimals), "currency": a.env.Settings.Billing.Currency,
 			"sequence": next()})
 	}
 	a.record(b, roomEvent{ParticipantLeft: &participantLeft{ParticipantID: p.ID, At: at, Reason: reason, Seconds: seconds, ChargedMicros: charged}, EventSeq: seq})
@@ -170,7 +162,7 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 // The total is priced as a whole (floor of seconds x price / 60), so the sum
 // of a session's charges never drifts from its exact price by rounding.
 func (a *roomActor) charge(b *persistence.Batch, p *Participant, u *UsageSession, totalSeconds int64, at time.Time) int64 {
-	billing := &a.e.settings.Billing
+	billing := &a.env.Settings.Billing
 	if !billing.Enabled {
 		return u.ChargedMicros
 	}
@@ -178,7 +170,7 @@ func (a *roomActor) charge(b *persistence.Batch, p *Participant, u *UsageSession
 	if !ok || total <= u.ChargedMicros {
 		return u.ChargedMicros
 	}
-	accountID := a.project.project.Load().AccountID
+	accountID := a.gate.Record.Load().AccountID
 	c := pendingCharge{
 		ID: ids.New(ids.Charge), ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
 		Seconds: totalSeconds - u.SettledSeconds, Amount: total - u.ChargedMicros, At: at,
@@ -196,16 +188,14 @@ func (a *roomActor) nudgeWallet() {
 		return
 	}
 	a.chargesWritten = false
-	if h, ok := a.e.wallet(a.project.project.Load().AccountID); ok {
-		go a.e.system.Root.Send(h.pid, applyCharges{}) // never block the room on a full wallet mailbox
-	}
+	go a.env.Registry.Send(WalletAddress(a.gate.Record.Load().AccountID), applyCharges{}) // never block the room on a full wallet mailbox
 }
 
 // settle charges every joined participant for its usage so far. Called by
 // the sweep once per settle interval, so running sessions are paid as they
 // go and a balance that runs out closes the credit gate for new sessions.
 func (a *roomActor) settle(now time.Time) {
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	n := 0
 	for _, p := range a.state.Participants {
 		u := p.Usage
@@ -224,7 +214,7 @@ func (a *roomActor) settle(now time.Time) {
 		b.Discard()
 		return
 	}
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	a.nudgeWallet()
 }
 
@@ -274,9 +264,9 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 	if !ok || p.Status != ParticipantJoined || p.SessionID != r.SessionID {
 		return // stale or duplicate
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.leave(b, p, r.At, r.Reason)
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	a.nudgeWallet()
 }
 
@@ -288,7 +278,7 @@ func (a *roomActor) reconcile(ctx actor.Context, m mediaPresence) {
 		// The node still holds sessions of a room that is closing or
 		// closed: a close command was lost. Ask again (idempotent).
 		if len(m.sessions) > 0 {
-			if media := a.e.mediaEngine(); media != nil {
+			if media := a.env.Media.Engine(); media != nil {
 				media.CloseRoom(a.id, a.state.Room.EndReason)
 			}
 		}
@@ -300,9 +290,9 @@ func (a *roomActor) reconcile(ctx actor.Context, m mediaPresence) {
 		// Presence is by participant: after a reconnect the node may still
 		// show the previous session until the new one replaces it.
 		case p.Status == ParticipantJoined && !onNode:
-			b := a.e.store.NewBatch()
+			b := a.env.Store.NewBatch()
 			a.leave(b, p, m.at, LeftReasonReconciled)
-			a.e.store.Commit(b, nil)
+			a.env.Store.Commit(b, nil)
 		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
 			a.join(ctx, s)
 		}

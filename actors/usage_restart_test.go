@@ -47,9 +47,9 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	store, e := open()
 	var caller *Caller
-	for _, rec := range *e.apiKeys.m.Load() { // the bootstrap key is the only one
+	e.env.APIKeys.Range(func(rec *KeyRecord) { // the bootstrap key is the only one
 		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
-	}
+	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -89,7 +89,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	var rec UsageRecord
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v, err := e.store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+cs.SessionID))
+		v, err := e.env.Store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+cs.SessionID))
 		if err == nil {
 			_ = json.Unmarshal(v, &rec)
 			break
@@ -113,5 +113,5 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 // limitsAccount is the workspace of the caller's project.
 func (e *Engine) limitsAccount(c *Caller) string {
 	h, _ := e.project(c.ProjectID)
-	return h.shared.project.Load().AccountID
+	return h.gate.Record.Load().AccountID
 }

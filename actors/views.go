@@ -199,7 +199,7 @@ type LedgerEntryView struct {
 // per-second usage charge is never rounded on display.
 const ledgerAmountDecimals = 6
 
-func (e *Engine) ledgerView(l *LedgerEntry) LedgerEntryView {
+func ledgerView(l *LedgerEntry, currency string) LedgerEntryView {
 	ref := l.Reference
 	if ref == nil {
 		ref = map[string]any{}
@@ -208,7 +208,7 @@ func (e *Engine) ledgerView(l *LedgerEntry) LedgerEntryView {
 		Object: "ledger_entry", ID: l.ID, Type: l.Type,
 		Amount:       money.Micros(l.Amount).Format(ledgerAmountDecimals),
 		BalanceAfter: money.Micros(l.BalanceAfter).Format(ledgerAmountDecimals),
-		Currency:     e.settings.Billing.Currency, Description: l.Description, Reference: ref,
+		Currency:     currency, Description: l.Description, Reference: ref,
 		CreatedAt: Timestamp(l.CreatedAt),
 	}
 }
@@ -230,7 +230,7 @@ type TopupView struct {
 	CompletedAt  *string `json:"completed_at"`
 }
 
-func (e *Engine) topupView(t *Topup) TopupView {
+func topupView(t *Topup) TopupView {
 	return TopupView{
 		Object: "topup", PaymentID: t.PaymentID, Amount: money.Micros(t.Amount).Format(2), Currency: t.Currency,
 		Method: t.Method, Status: t.Status, Provider: t.Provider, AuthorizeURL: t.AuthorizeURL, ReceiptURL: t.ReceiptURL,

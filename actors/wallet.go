@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -233,12 +232,6 @@ func (s *walletState) topup(kind, paymentID string) (*Topup, error) {
 	return t, nil
 }
 
-// accountShared is what a wallet publishes for rooms to read on the
-// connect path: whether the credit gate is closed.
-type accountShared struct {
-	gateClosed atomic.Bool
-}
-
 // Wallet commands.
 type (
 	// applyCharges nudges the wallet to apply pending usage charges.
@@ -275,13 +268,13 @@ type (
 // walletActor owns one workspace's prepaid balance, its ledger, its credit
 // state and its top-ups.
 type walletActor struct {
-	e            *Engine
-	id           string // account id
-	shared       *accountShared
-	log          *eventLog[walletEvent, *walletState]
-	state        *walletState // log.state
-	recoveryErrs chan<- error
-	recovered    bool
+	env       *Env
+	id        string      // account id
+	gate      *CreditGate // what the wallet publishes
+	log       *eventLog[walletEvent, *walletState]
+	state     *walletState // log.state
+	recovery  *Recovery    // nil when created at run time
+	recovered bool
 }
 
 func (a *walletActor) Receive(ctx actor.Context) {
@@ -321,38 +314,43 @@ func (a *walletActor) Receive(ctx actor.Context) {
 
 func (a *walletActor) recover() {
 	first := !a.recovered
-	if first {
-		defer a.e.recovering.Done()
-	}
 	a.recovered = true
+	err := a.load()
+	switch {
+	case first && a.recovery != nil:
+		a.recovery.Done(err)
+	case err != nil:
+		slog.Error("wallet recovery failed", "account_id", a.id, "error", err)
+	}
+}
+
+// load recovers the wallet's state, publishes its credit gate and applies
+// the charges rooms wrote while it was down.
+func (a *walletActor) load() error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.e.store, walletJournal(a.id), a.e.settings.SnapshotEveryEvents,
+	log, err := recoverLog(a.env.Store, walletJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *walletState { return &walletState{} }, nil)
 	if err != nil {
-		if first {
-			a.recoveryErrs <- err
-		} else {
-			slog.Error("wallet recovery after a restart failed", "account_id", a.id, "error", err)
-		}
-		return
+		return err
 	}
 	a.log, a.state = log, log.state
 	// Thresholds come from configuration: when an operator changed them, the
 	// state moves now (with its webhook event), not at the next entry.
-	if want := a.e.settings.Billing.creditStateOf(a.state.Balance); want != a.state.CreditState {
-		b := a.e.store.NewBatch()
-		now := a.e.clock.Now()
+	if want := a.env.Settings.Billing.creditStateOf(a.state.Balance); want != a.state.CreditState {
+		b := a.env.Store.NewBatch()
+		now := a.env.Clock.Now()
 		before := a.state.CreditState
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: want, At: now}})
 		a.emitCredit(b, before, want, now)
-		a.e.store.Commit(b, nil)
+		a.env.Store.Commit(b, nil)
 	}
 	a.publish()
 	a.applyCharges() // charges written while the wallet was down
+	return nil
 }
 
 func (a *walletActor) publish() {
-	a.shared.gateClosed.Store(a.e.settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
+	a.gate.Set(a.env.Settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
 }
 
 // record appends events to the wallet's journal in b and applies them.
@@ -361,15 +359,15 @@ func (a *walletActor) record(b *persistence.Batch, events ...walletEvent) { a.lo
 // addLedgerEntry records a balance change, its ledger record, and any credit
 // state move with its webhook events, all into b.
 func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount int64, description string, ref map[string]any) LedgerEntry {
-	now := a.e.createdAt()
+	now := a.env.CreatedAt()
 	entry := LedgerEntry{
 		ID: ids.New(ids.Ledger), Type: typ, Amount: amount, BalanceAfter: a.state.Balance + amount,
 		Description: description, Reference: ref, CreatedAt: now,
 	}
 	before := a.state.CreditState
 	a.record(b, walletEvent{LedgerEntryAdded: &entry})
-	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(a.e.ledgerView(&entry)))
-	after := a.e.settings.Billing.creditStateOf(a.state.Balance)
+	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency)))
+	after := a.env.Settings.Billing.creditStateOf(a.state.Balance)
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
 		a.emitCredit(b, before, after, now)
@@ -399,10 +397,10 @@ func (a *walletActor) emitCredit(b *persistence.Batch, from, to string, at time.
 	}
 	data := map[string]any{
 		"account_id": a.id, "previous_state": from, "credit_state": to,
-		"balance": money.Micros(a.state.Balance).Format(2), "currency": a.e.settings.Billing.Currency,
+		"balance": money.Micros(a.state.Balance).Format(2), "currency": a.env.Settings.Billing.Currency,
 	}
 	for _, p := range a.state.Account.ProjectIDs {
-		a.e.emit(b, p, typ, at, data)
+		a.env.Outbox.Emit(b, p, typ, at, data)
 	}
 }
 
@@ -415,7 +413,7 @@ func (a *walletActor) applyCharges() {
 	prefix := persistence.IndexPrefix(persistence.PrefixCharge, a.id)
 	var charges []pendingCharge
 	var keys [][]byte
-	err := a.e.store.Scan(prefix, chargesPerApply, func(key, value []byte) bool {
+	err := a.env.Store.Scan(prefix, chargesPerApply, func(key, value []byte) bool {
 		var c pendingCharge
 		if json.Unmarshal(value, &c) == nil {
 			charges = append(charges, c)
@@ -429,7 +427,7 @@ func (a *walletActor) applyCharges() {
 	if err != nil || len(charges) == 0 {
 		return
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	// A charge exists only for usage metered while billing was enabled, so
 	// it is applied even if billing was switched off since.
 	for i, c := range charges {
@@ -440,30 +438,25 @@ func (a *walletActor) applyCharges() {
 		b.Delete(keys[i])
 	}
 	a.publish()
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 	if len(charges) == chargesPerApply {
-		a.e.system.Root.Send(a.pid(), applyCharges{}) // more are waiting
+		a.env.Registry.Send(WalletAddress(a.id), applyCharges{}) // more are waiting
 	}
-}
-
-func (a *walletActor) pid() *actor.PID {
-	h, _ := a.e.wallet(a.id)
-	return h.pid
 }
 
 func (a *walletActor) createTopup(m createTopup, r *Envelope) {
 	t := m.topup
 	t.Status = PaymentPending
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, walletEvent{TopupCreated: &t})
 	body := a.putTopupRecord(b, &t)
 	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
 	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
-	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
 }
 
 func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
-	body := mustJSON(a.e.topupView(t))
+	body := mustJSON(topupView(t))
 	b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body)
 	return body
 }
@@ -483,8 +476,8 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		r.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
 		return
 	}
-	b := a.e.store.NewBatch()
-	now := a.e.clock.Now()
+	b := a.env.Store.NewBatch()
+	now := a.env.Clock.Now()
 	var eventType string
 	switch {
 	case u.Status == PaymentSucceeded && u.Amount != 0 && u.Amount != t.Amount:
@@ -492,7 +485,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		r.Respond(Reply{Status: 200, Body: mustJSON(a.e.topupView(t))})
+		r.Respond(Reply{Status: 200, Body: mustJSON(topupView(t))})
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
@@ -518,19 +511,19 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		r.Respond(Reply{Status: 200, Body: mustJSON(a.e.topupView(t))}) // duplicate or out-of-order: nothing to do
+		r.Respond(Reply{Status: 200, Body: mustJSON(topupView(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
 	if eventType != "" {
-		a.e.emit(b, t.ProjectID, eventType, now, map[string]any{
+		a.env.Outbox.Emit(b, t.ProjectID, eventType, now, map[string]any{
 			"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
 			"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
 			"currency":        t.Currency, "status": t.Status, "receipt_url": t.ReceiptURL,
 		})
 	}
 	a.publish()
-	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // wantsReceipt reports whether a success callback of provider for t should
@@ -559,7 +552,7 @@ func (a *walletActor) expireTopups() {
 	if a.state == nil {
 		return
 	}
-	now := a.e.clock.Now()
+	now := a.env.Clock.Now()
 	for _, t := range a.state.Topups {
 		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
 			a.paymentUpdate(paymentUpdate{u: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
@@ -568,16 +561,16 @@ func (a *walletActor) expireTopups() {
 }
 
 func (a *walletActor) adjust(m adjustBalance, r *Envelope) {
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	entry := a.addLedgerEntry(b, LedgerAdjustment, m.amount, m.reason, map[string]any{"type": "operator", "id": m.actor.ID})
 	for _, p := range a.state.Account.ProjectIDs {
-		a.e.writeAudit(b, p, &Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
+		a.env.Audit.Project(b, p, &Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
 			AuditTarget{Type: "ledger_entry", ID: entry.ID},
 			map[string]any{"account_id": a.id, "amount": money.Micros(m.amount).Format(2), "reason": m.reason})
 	}
 	a.publish()
-	body := mustJSON(a.e.ledgerView(&entry))
-	a.e.store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	body := mustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency))
+	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
 }
 
 // addProject is sent when a project is created in the workspace.
@@ -589,7 +582,7 @@ func (a *walletActor) addProject(m addProject) {
 			return
 		}
 	}
-	b := a.e.store.NewBatch()
+	b := a.env.Store.NewBatch()
 	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.projectID}})
-	a.e.store.Commit(b, nil)
+	a.env.Store.Commit(b, nil)
 }
