@@ -208,39 +208,38 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
 	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		a.startSignIn(email, token, hash, invitationHash, deliverable, func(to, token string, expiresAt time.Time) {
-			e.enqueueMail(e.signInMail(to, token, expiresAt))
-		}, respond)
-	})
+	r := e.ask(e.directory, StartSignIn{Email: email, Hash: hash, InvitationHash: invitationHash, Deliverable: deliverable})
+	if m, ok := r.Value.(SignInMail); ok {
+		e.enqueueMail(e.signInMail(m.To, token, m.ExpiresAt))
+	}
 	return r.Err
 }
 
 // startSignIn records a link and, when the address is deliverable and
-// under its hourly limit, mails it. A link is recorded (and the answer
-// waits for its write) even when no mail goes out, so the answer takes the
-// same path, and the same time, whatever the address.
-func (a *directoryActor) startSignIn(email, token, hash, invitationHash string, deliverable bool, mail func(to, token string, expiresAt time.Time), respond func(Reply)) {
+// under its hourly limit, answers with the mail to send (SignInMail). A
+// link is recorded (and the answer waits for its write) even when no mail
+// goes out, so the answer takes the same path, and the same time, whatever
+// the address.
+func (a *directoryActor) startSignIn(c StartSignIn, req *Envelope) {
 	now := a.env.Clock.Now()
 	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
-		respond(Reply{}) // the same 202; logged by the sweep's counters, not per request
+		req.Respond(Reply{}) // the same 202; logged by the sweep's counters, not per request
 		return
 	}
-	sends := recentWithin(a.signInSends[email], now, time.Hour)
-	send := deliverable && len(sends) < SignInMailsPerAddressPerHour &&
+	sends := recentWithin(a.signInSends[c.Email], now, time.Hour)
+	send := c.Deliverable && len(sends) < SignInMailsPerAddressPerHour &&
 		(len(sends) > 0 || len(a.signInSends) < maxTrackedSignInAddresses)
 	if send {
-		a.signInSends[email] = append(sends, now)
+		a.signInSends[c.Email] = append(sends, now)
 	}
-	link := SignInLink{Hash: hash, Email: email, InvitationHash: invitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
+	link := SignInLink{Hash: c.Hash, Email: c.Email, InvitationHash: c.InvitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
 	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{SignInLinkCreated: &link})
-	a.env.Store.Commit(b, func() {
-		if send {
-			mail(email, token, link.ExpiresAt)
-		}
-		respond(Reply{})
-	})
+	answer := Reply{}
+	if send {
+		answer.Value = SignInMail{To: c.Email, ExpiresAt: link.ExpiresAt}
+	}
+	a.env.Store.Commit(b, func() { req.Respond(answer) })
 }
 
 // SignInLinkView is the answer of POST /v1/auth/email/peek.
@@ -277,20 +276,7 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.env.Clock.Now()
-		link, ok := a.state.SignInLinks[hash]
-		if !ok || !now.Before(link.ExpiresAt) {
-			respond(Reply{Err: errBadLink})
-			return
-		}
-		v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: Timestamp(link.ExpiresAt)}
-		if inv := a.usableInvitation(link.InvitationHash, link.Email, now); inv != nil {
-			w := a.state.Workspaces[inv.AccountID]
-			v.Invitation = &InvitationPeek{AccountID: w.ID, AccountName: w.Name, Role: inv.Role}
-		}
-		respond(Reply{Status: 200, Body: mustJSON(v)})
-	})
+	r := e.ask(e.directory, PeekSignIn{Hash: hash})
 	return r.Body, r.Err
 }
 
@@ -305,22 +291,7 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.env.Clock.Now()
-		link, ok := a.state.SignInLinks[hash]
-		if !ok || !now.Before(link.ExpiresAt) {
-			respond(Reply{Err: errBadLink})
-			return
-		}
-		b := a.env.Store.NewBatch()
-		a.record(b, directoryEvent{SignInLinksDropped: &signInLinksDropped{Hashes: []string{hash}}})
-		start, view := a.completeSignIn(b, signInRequest{
-			email: link.Email, method: "email", invitationHash: link.InvitationHash,
-			sessionToken: sessionToken, sessionHash: sessionHash,
-			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
-		}, now)
-		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, respond)
-	})
+	r := e.ask(e.directory, VerifySignIn{Hash: hash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -369,24 +340,7 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		// Users are keyed on the provider's subject: an address already
-		// linked to another Google account (addresses get reused) does
-		// not sign in to it.
-		if _, linked := a.state.byGoogle[id.Subject]; !linked {
-			if uid, ok := a.state.byEmail[email]; ok && a.state.Users[uid].GoogleSubject != "" {
-				respond(Reply{Err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
-				return
-			}
-		}
-		b := a.env.Store.NewBatch()
-		start, view := a.completeSignIn(b, signInRequest{
-			email: email, googleSubject: id.Subject, name: name, method: "google", invitationHash: invitationHash,
-			sessionToken: sessionToken, sessionHash: sessionHash,
-			user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
-		}, a.env.Clock.Now())
-		a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, respond)
-	})
+	r := e.ask(e.directory, SignInWithGoogle{Identity: id, Email: email, Name: name, InvitationHash: invitationHash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -401,31 +355,7 @@ func (e *Engine) LogoutAll(u *DashboardUser) *apierr.Error {
 }
 
 func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		hashes := []string{u.SessionHash}
-		if all {
-			hashes = hashes[:0]
-			for h := range a.state.userSessions[u.UserID] {
-				hashes = append(hashes, h)
-			}
-		}
-		var live []string
-		for _, h := range hashes {
-			if _, ok := a.state.Sessions[h]; ok {
-				live = append(live, h)
-			}
-		}
-		a.unpublishSessions(hashes) // at once, before durable: failing safe
-		if len(live) == 0 {
-			// Already ended, perhaps by a batch still on its way to disk (a
-			// concurrent logout): answer once that is durable.
-			a.env.Store.AfterDurable(func() { respond(Reply{}) })
-			return
-		}
-		b := a.env.Store.NewBatch()
-		a.record(b, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: live}})
-		a.env.Store.Commit(b, func() { respond(Reply{}) })
-	})
+	r := e.ask(e.directory, EndSessions{User: *u, All: all})
 	return r.Err
 }
 
@@ -460,13 +390,7 @@ func sortAccounts(vs []AccountView) {
 
 // Me answers GET /v1/me.
 func (e *Engine) Me(u *DashboardUser) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		if _, ok := a.state.Users[u.UserID]; !ok {
-			respond(Reply{Err: errBadSession})
-			return
-		}
-		respond(Reply{Status: 200, Body: a.me(u.UserID)})
-	})
+	r := e.ask(e.directory, ReadMe{User: *u})
 	return r.Body, r.Err
 }
 
@@ -476,16 +400,7 @@ func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Erro
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		if _, ok := a.state.Users[u.UserID]; !ok {
-			respond(Reply{Err: errBadSession})
-			return
-		}
-		b := a.env.Store.NewBatch()
-		a.record(b, directoryEvent{UserUpdated: &userUpdated{UserID: u.UserID, Name: name}})
-		body := a.me(u.UserID)
-		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
-	})
+	r := e.ask(e.directory, RenameUser{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -499,18 +414,7 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 	if name == "" {
 		name = defaultWorkspaceName
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		if n := a.ownedCount(u.UserID); n >= MaxOwnedAccountsPerUser {
-			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
-				WithDetails("limit_name", "owned_accounts_per_user", "limit", MaxOwnedAccountsPerUser)})
-			return
-		}
-		now := a.env.CreatedAt()
-		b := a.env.Store.NewBatch()
-		view, events, start := a.newWorkspace(b, u.UserID, name, u, now)
-		a.record(b, events...)
-		a.commitAndStart(b, start, true, Reply{Status: 201, Body: mustJSON(view)}, respond)
-	})
+	r := e.ask(e.directory, CreateAccount{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -520,19 +424,7 @@ func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, role, err := a.manager(u.UserID, accountID, "rename a workspace")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		b := a.env.Store.NewBatch()
-		old := w.Name
-		a.record(b, directoryEvent{WorkspaceRenamed: &workspaceRenamed{AccountID: w.ID, Name: name}})
-		a.env.Audit.Account(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
-		body := mustJSON(a.accountView(w, role))
-		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
-	})
+	r := e.ask(e.directory, RenameAccount{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 

@@ -18,29 +18,7 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 	if err != nil {
 		return nil, err
 	}
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, _, err := a.manager(u.UserID, accountID, "create projects")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		if len(w.ProjectIDs) >= MaxProjectsPerAccount {
-			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d projects, archived ones included", MaxProjectsPerAccount).
-				WithDetails("limit_name", "projects_per_account", "limit", MaxProjectsPerAccount)})
-			return
-		}
-		now := a.env.CreatedAt()
-		project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
-		b := a.env.Store.NewBatch()
-		b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
-		persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
-		a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
-		a.env.Audit.Account(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
-		body := mustJSON(projectView(&project))
-		a.commitAndStart(b, func() {
-			a.env.Registry.SpawnProject(project.ID, &project, nil) // its snapshot was just written: nobody waits on it
-		}, false, Reply{Status: 201, Body: body}, respond)
-	})
+	r := e.ask(e.directory, CreateProject{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 
@@ -87,50 +65,7 @@ func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p 
 // workspace cannot both pass the check; the project actor does the work
 // while the directory goes on serving (it never waits on another actor).
 func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, role, err := a.membership(u.UserID, accountID)
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		h, _, err := e.projectInAccount(u, accountID, projectID)
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		if role != RoleOwner {
-			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
-			return
-		}
-		if a.archiving[projectID] {
-			respond(Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
-			return
-		}
-		if p := h.gate.Record.Load(); p != nil && p.Status == ProjectActive {
-			active := 0
-			for _, id := range w.ProjectIDs {
-				if gate, ok := a.env.Registry.ProjectGate(id); ok && !a.archiving[id] {
-					if p := gate.Record.Load(); p != nil && p.Status == ProjectActive {
-						active++
-					}
-				}
-			}
-			if active <= 1 {
-				respond(Reply{Err: apierr.New(apierr.LastProject, "a workspace keeps at least one active project; create another before archiving this one")})
-				return
-			}
-		}
-		a.archiving[projectID] = true
-		a.env.Registry.Request(ProjectAddress(h.gate.Record.Load().ID), archiveProject{user: *u}, func(r Reply) {
-			// The project always answers (a stopped one through the dead
-			// letter handler), so the mark is always cleared.
-			e.tellDirectory(func(a *directoryActor) { delete(a.archiving, projectID) })
-			if r.Gone {
-				r = Reply{Err: errUnavailable}
-			}
-			respond(r)
-		})
-	})
+	r := e.ask(e.directory, ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
 	return r.Body, r.Err
 }
 
@@ -143,26 +78,7 @@ func (a *directoryActor) memberView(w *Workspace, userID string) MemberView {
 
 // ListMembers lists a workspace's members, newest first (any member).
 func (e *Engine) ListMembers(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, _, err := a.membership(u.UserID, accountID)
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		uids := make([]string, 0, len(w.Members))
-		for uid := range w.Members {
-			uids = append(uids, uid)
-		}
-		sort.Slice(uids, func(i, j int) bool {
-			ti, tj := w.Members[uids[i]].JoinedAt, w.Members[uids[j]].JoinedAt
-			return ti.After(tj) || ti.Equal(tj) && uids[i] > uids[j]
-		})
-		records := make([][]byte, 0, min(len(uids), limit+1))
-		for _, uid := range uids[:min(len(uids), limit+1)] {
-			records = append(records, mustJSON(a.memberView(w, uid)))
-		}
-		respond(Reply{Status: 200, Body: pageOf(records, limit)})
-	})
+	r := e.ask(e.directory, ListMembers{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
@@ -182,79 +98,14 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
 	}
 	role := *p.Role
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, callerRole, err := a.manager(u.UserID, accountID, "change roles")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		m, ok := w.Members[userID]
-		if !ok {
-			respond(Reply{Err: errNoMember(userID)})
-			return
-		}
-		if (role == RoleOwner || m.Role == RoleOwner) && callerRole != RoleOwner {
-			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can grant or take the owner role").WithDetails("role", callerRole)})
-			return
-		}
-		if m.Role == role {
-			respond(Reply{Status: 200, Body: mustJSON(a.memberView(w, userID))})
-			return
-		}
-		if m.Role == RoleOwner && w.ownerCount() == 1 {
-			respond(Reply{Err: errLastOwner})
-			return
-		}
-		from := m.Role
-		b := a.env.Store.NewBatch()
-		events := []directoryEvent{{MemberSet: &memberSet{AccountID: w.ID, UserID: userID, Role: role, At: a.env.Clock.Now()}}}
-		if role == RoleMember {
-			events = append(events, a.dropInvitationsBy(b, w, userID, u)...)
-		}
-		a.record(b, events...)
-		a.env.Audit.Account(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
-		body := mustJSON(a.memberView(w, userID))
-		a.publishRoles() // at once: a demotion takes effect before it is durable
-		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
-	})
+	r := e.ask(e.directory, UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
 	return r.Body, r.Err
 }
 
 // RemoveMember removes a member (owners and admins; anyone may leave).
 // Admins cannot remove owners, and the last owner cannot go.
 func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, callerRole, err := a.membership(u.UserID, accountID)
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		self := userID == u.UserID
-		if !self && callerRole != RoleOwner && callerRole != RoleAdmin {
-			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners and admins can remove members").WithDetails("role", callerRole)})
-			return
-		}
-		m, ok := w.Members[userID]
-		if !ok {
-			respond(Reply{Err: errNoMember(userID)})
-			return
-		}
-		if m.Role == RoleOwner && !self && callerRole != RoleOwner {
-			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can remove an owner").WithDetails("role", callerRole)})
-			return
-		}
-		if m.Role == RoleOwner && w.ownerCount() == 1 {
-			respond(Reply{Err: errLastOwner})
-			return
-		}
-		body := mustJSON(a.memberView(w, userID))
-		b := a.env.Store.NewBatch()
-		events := append(a.dropInvitationsBy(b, w, userID, u), directoryEvent{MemberRemoved: &memberRemoved{AccountID: w.ID, UserID: userID}})
-		a.record(b, events...)
-		a.env.Audit.Account(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
-		a.publishRoles() // at once: failing safe
-		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
-	})
+	r := e.ask(e.directory, RemoveMember{User: *u, AccountID: accountID, UserID: userID})
 	return r.Body, r.Err
 }
 
@@ -321,135 +172,24 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 		return nil, apierr.New(apierr.Internal, "could not create an invitation")
 	}
 	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, _, err := a.manager(u.UserID, accountID, "invite people")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		if uid, ok := a.state.byEmail[email]; ok {
-			if _, member := w.Members[uid]; member {
-				respond(Reply{Err: apierr.New(apierr.Conflict, "%s is already a member of this workspace", email).WithDetails("reason", "already_member")})
-				return
-			}
-		}
-		now := a.env.CreatedAt()
-		var open, replaced []*Invitation
-		var accountHour, userHour []time.Time
-		for _, inv := range w.Invitations {
-			if now.Sub(inv.CreatedAt) < time.Hour {
-				accountHour = append(accountHour, inv.CreatedAt)
-			}
-			if inv.statusAt(now) == InvitationPending {
-				open = append(open, inv)
-				if inv.Email == email {
-					replaced = append(replaced, inv)
-				}
-			}
-		}
-		for _, other := range a.state.Workspaces {
-			for _, inv := range other.Invitations {
-				if inv.InvitedBy == u.UserID && now.Sub(inv.CreatedAt) < time.Hour {
-					userHour = append(userHour, inv.CreatedAt)
-				}
-			}
-		}
-		if len(accountHour) >= InvitationsPerHourPerAccount {
-			respond(Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
-			return
-		}
-		if len(userHour) >= InvitationsPerHourPerUser {
-			respond(Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
-			return
-		}
-		if len(open)-len(replaced) >= MaxOpenInvitationsPerAccount {
-			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d open invitations; revoke one first", MaxOpenInvitationsPerAccount).
-				WithDetails("limit_name", "open_invitations_per_account", "limit", MaxOpenInvitationsPerAccount)})
-			return
-		}
-		if len(w.Members)+len(open)-len(replaced) >= MaxMembersPerAccount {
-			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d members, open invitations included", MaxMembersPerAccount).
-				WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
-			return
-		}
-		inv := Invitation{ID: ids.New(ids.Invitation), AccountID: w.ID, Email: email, Role: role, Status: InvitationPending,
-			Hash: hash, InvitedBy: u.UserID, CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
-		b := a.env.Store.NewBatch()
-		var events []directoryEvent
-		for _, old := range replaced {
-			events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: old.ID, Status: InvitationRevoked, At: now}})
-			a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: old.ID}, map[string]any{"email": old.Email, "reason": "replaced"})
-		}
-		events = append(events, directoryEvent{InvitationCreated: &inv})
-		a.record(b, events...)
-		a.env.Audit.Account(b, w.ID, u, "invitation.created", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": email, "role": role})
-		inviter := a.state.Users[u.UserID]
-		from := inviter.Email
-		if inviter.Name != "" {
-			from = inviter.Name + " (" + inviter.Email + ")"
-		}
-		msg := e.invitationMail(email, token, w.Name, from, inv.ExpiresAt)
-		body := mustJSON(inv.view(now))
-		a.env.Store.Commit(b, func() {
-			e.enqueueMail(msg)
-			respond(Reply{Status: 201, Body: body})
-		})
-	})
+	r := e.ask(e.directory, CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
+	if m, ok := r.Value.(InvitationMail); ok {
+		e.enqueueMail(e.invitationMail(m.To, token, m.Workspace, m.Inviter, m.ExpiresAt))
+	}
 	return r.Body, r.Err
 }
 
 // ListInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
 func (e *Engine) ListInvitations(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, _, err := a.manager(u.UserID, accountID, "see invitations")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		invs := make([]*Invitation, 0, len(w.Invitations))
-		for _, inv := range w.Invitations {
-			invs = append(invs, inv)
-		}
-		sort.Slice(invs, func(i, j int) bool {
-			return invs[i].CreatedAt.After(invs[j].CreatedAt) || invs[i].CreatedAt.Equal(invs[j].CreatedAt) && invs[i].ID > invs[j].ID
-		})
-		now := a.env.Clock.Now()
-		records := make([][]byte, 0, min(len(invs), limit+1))
-		for _, inv := range invs[:min(len(invs), limit+1)] {
-			records = append(records, mustJSON(inv.view(now)))
-		}
-		respond(Reply{Status: 200, Body: pageOf(records, limit)})
-	})
+	r := e.ask(e.directory, ListInvitations{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
 // RevokeInvitation revokes a pending invitation (owners and admins);
 // idempotent for one already closed.
 func (e *Engine) RevokeInvitation(u *DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		w, _, err := a.manager(u.UserID, accountID, "revoke invitations")
-		if err != nil {
-			respond(Reply{Err: err})
-			return
-		}
-		inv, ok := w.Invitations[invitationID]
-		if !ok {
-			respond(Reply{Err: apierr.New(apierr.InvalidRequest, "no invitation %q in this workspace", invitationID).
-				WithDetails("reason", "invitation_not_found").WithStatus(404)})
-			return
-		}
-		now := a.env.Clock.Now()
-		if inv.statusAt(now) != InvitationPending {
-			respond(Reply{Status: 200, Body: mustJSON(inv.view(now))})
-			return
-		}
-		b := a.env.Store.NewBatch()
-		a.record(b, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationRevoked, At: now}})
-		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
-		body := mustJSON(inv.view(now))
-		a.env.Store.Commit(b, func() { respond(Reply{Status: 200, Body: body}) })
-	})
+	r := e.ask(e.directory, RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
 	return r.Body, r.Err
 }
 
@@ -473,41 +213,6 @@ func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *a
 		return nil, errBadInvitation
 	}
 	hash := hexHash(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
-	r := e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		now := a.env.Clock.Now()
-		inv, ok := a.state.invitations[hash]
-		user, uok := a.state.Users[u.UserID]
-		if !uok {
-			respond(Reply{Err: errBadSession})
-			return
-		}
-		if !ok || inv.statusAt(now) != InvitationPending {
-			respond(Reply{Err: errBadInvitation})
-			return
-		}
-		if inv.Email != user.Email {
-			respond(Reply{Err: apierr.New(apierr.PermissionDenied, "this invitation is addressed to another e-mail address; sign in as that address to accept it").
-				WithDetails("reason", "invitation_email_mismatch")})
-			return
-		}
-		w := a.state.Workspaces[inv.AccountID]
-		_, member := w.Members[user.ID]
-		if !member && len(w.Members) >= MaxMembersPerAccount {
-			respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the workspace has %d members, the maximum", MaxMembersPerAccount).
-				WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
-			return
-		}
-		b := a.env.Store.NewBatch()
-		events := []directoryEvent{{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationAccepted, At: now, By: user.ID}}}
-		if !member {
-			events = append(events, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: user.ID, Role: inv.Role, At: now}})
-			a.env.Audit.Account(b, w.ID, u, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
-		}
-		a.env.Audit.Account(b, w.ID, u, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
-		a.record(b, events...)
-		body := mustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
-			JoinedAccount: a.accountView(w, w.Members[user.ID].Role)})
-		a.commitAndStart(b, func() {}, true, Reply{Status: 200, Body: body}, respond)
-	})
+	r := e.ask(e.directory, AcceptInvitation{User: *u, Hash: hash})
 	return r.Body, r.Err
 }

@@ -558,14 +558,9 @@ func (a *directoryActor) Receive(ctx actor.Context) {
 	case touchSession:
 		a.touch(m)
 	case *Envelope:
-		switch c := m.Msg.(type) {
-		case dirOp:
-			c.do(a, m.Respond)
-		default:
-			refuseUnknown(m)
-		}
-	case dirTell:
-		m.do(a)
+		a.handle(m)
+	case archiveDone:
+		delete(a.archiving, m.projectID)
 	case crashForTest:
 		panic("actors: crash requested by a test")
 	}

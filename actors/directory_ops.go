@@ -11,27 +11,6 @@ import (
 	"rtcd/persistence"
 )
 
-// dirOp is a directory command: its logic runs on the directory's goroutine
-// and answers through respond exactly once.
-type dirOp struct {
-	do func(a *directoryActor, respond func(Reply))
-}
-
-// dirTell is a directory command nobody waits for.
-type dirTell struct {
-	do func(a *directoryActor)
-}
-
-// askDirectory runs do on the directory actor and waits for its answer.
-func (e *Engine) askDirectory(do func(a *directoryActor, respond func(Reply))) Reply {
-	return e.ask(e.directory, dirOp{do: do})
-}
-
-// tellDirectory runs do on the directory without waiting for it.
-func (e *Engine) tellDirectory(do func(a *directoryActor)) {
-	e.system.Root.Send(e.directory, dirTell{do: do})
-}
-
 // DashboardUser is the authenticated person of a dashboard request.
 type DashboardUser struct {
 	UserID      string

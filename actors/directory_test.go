@@ -447,16 +447,20 @@ func (env *dirEnv) mustNotAuth(token, why string) {
 	}
 }
 
-// directoryState runs f on the directory's goroutine.
+// inDirectory runs f on a copy of the directory's state, read through
+// ReadState (as its snapshot encodes it, indexes rebuilt).
 func (env *dirEnv) inDirectory(f func(s *directoryState)) {
 	env.t.Helper()
-	r := env.e.askDirectory(func(a *directoryActor, respond func(Reply)) {
-		f(a.state)
-		respond(Reply{})
-	})
+	r := env.e.ask(env.e.directory, ReadState{})
 	if r.Err != nil {
 		env.t.Fatal(r.Err)
 	}
+	var s directoryState
+	if err := json.Unmarshal(r.Value.([]byte), &s); err != nil {
+		env.t.Fatal(err)
+	}
+	s.Loaded()
+	f(&s)
 }
 
 func TestEmailSignInSessionsSurviveRestartAndLogout(t *testing.T) {

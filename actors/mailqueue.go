@@ -9,10 +9,11 @@ import (
 )
 
 // The mail queue takes dashboard mail (sign-in links, invitations) off the
-// request path: the directory enqueues a message once the link it carries is
-// durable, and one worker goroutine sends it. A request therefore takes the
-// same time whether or not a mail is sent, so timing does not tell whether
-// an address is known.
+// request path: the directory answers once the link a message carries is
+// durable, naming the mail (SignInMail, InvitationMail), the request's
+// handler enqueues it without blocking, and one worker goroutine sends it.
+// A request therefore takes the same time whether or not a mail is sent, so
+// timing does not tell whether an address is known.
 
 // Named bounds of the mail queue.
 const (

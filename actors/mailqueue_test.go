@@ -98,7 +98,7 @@ func testMail(i int) outgoingMail {
 }
 
 // enqueueAll enqueues n messages and fails the test if that takes long:
-// enqueueMail runs on the store's syncer goroutine and must never block.
+// enqueueMail runs on a request's goroutine and must never block.
 func enqueueAll(t *testing.T, e *Engine, from, n int) {
 	t.Helper()
 	done := make(chan struct{})
