@@ -11,7 +11,6 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
-	"rtcd/money"
 	"rtcd/persistence"
 	"rtcd/scopes"
 )
@@ -452,7 +451,7 @@ type BootstrapResult struct {
 // ownerEmail becomes the workspace's owner in the dashboard (signing in
 // by e-mail link with it reaches the workspace).
 func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing, ownerEmail string) (BootstrapResult, error) {
-	owner, ok := deliverableEmail(ownerEmail)
+	email, ok := deliverableEmail(ownerEmail)
 	if !ok {
 		return BootstrapResult{}, fmt.Errorf("actors: owner e-mail %q is not an address", ownerEmail)
 	}
@@ -464,7 +463,8 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	}
 	now := clk.Now()
 	accountID := ids.New(ids.Account)
-	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: "Default project", Status: ProjectActive, CreatedAt: now}
+	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
+	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
 		return BootstrapResult{}, err
@@ -472,46 +472,25 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	operator := Actor{Type: "operator", ID: "rtcd init"}
 	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
-	state := applyAll(newProjectState(project), projectEvent{APIKeyCreated: &key})
+	owner := User{ID: ids.New(ids.User), Email: email, Name: "", CreatedAt: now}
 
+	// The first workspace: each owner's first state, in one batch.
 	b := s.NewBatch()
-	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
-	wallet := newWalletState(account, billing.creditStateOf(0))
-	if billing.BootstrapCredit > 0 {
-		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(billing.BootstrapCredit),
-			BalanceAfter: int64(billing.BootstrapCredit), Description: "opening credit of the first workspace",
-			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
-		applyAll(wallet, walletEvent{LedgerEntryAdded: &entry},
-			walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
-		view := LedgerEntryView{Object: "ledger_entry", ID: entry.ID, Type: entry.Type,
-			Amount: money.Micros(entry.Amount).Format(ledgerAmountDecimals), BalanceAfter: money.Micros(entry.BalanceAfter).Format(ledgerAmountDecimals),
-			Currency: billing.Currency, Description: entry.Description, Reference: entry.Reference, CreatedAt: Timestamp(now)}
-		b.Set(persistence.IndexKey(persistence.PrefixLedger, accountID, now.UnixNano(), entry.ID), mustJSON(view))
-	}
-	b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil)
-	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(wallet))
-	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
-	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(state))
-	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, project.ID, now.UnixNano(), key.ID), mustJSON(key.view()))
+	walletGenesis(b, account, billing, billing.BootstrapCredit, now)
+	projectGenesis(b, project, &key)
+	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, project.ID)
 	audit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
 		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
 	b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit))
-	user := User{ID: ids.New(ids.User), Email: owner, Name: "", CreatedAt: now}
-	dir := applyAll(newDirectoryState(),
-		directoryEvent{UserCreated: &user},
-		directoryEvent{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}},
-		directoryEvent{MemberSet: &memberSet{AccountID: accountID, UserID: user.ID, Role: RoleOwner, At: now}},
-		directoryEvent{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}})
-	persistence.WriteSnapshotAt(b, directoryJournal(), 0, encode(dir))
 	wsAudit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
 		Target: AuditTarget{Type: "account", ID: accountID}, CreatedAt: Timestamp(now),
-		Details: map[string]any{"name": account.Name, "owner_email": owner}}
+		Details: map[string]any{"name": account.Name, "owner_email": owner.Email}}
 	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), mustJSON(wsAudit))
 	b.Set(keyCheckKey, keyCheck(keys))
 	b.Set(initializedKey, []byte(Timestamp(now)))
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err
 	}
-	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret, OwnerEmail: owner}, nil
+	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret, OwnerEmail: owner.Email}, nil
 }

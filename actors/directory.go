@@ -264,6 +264,20 @@ func newDirectoryState() *directoryState {
 	return s
 }
 
+// directoryGenesis writes the directory's first snapshot (sequence 0)
+// into b, at bootstrap: the owner, the first workspace with the owner as
+// its owner, and the workspace's project. Later workspaces are events of
+// the running directory (newWorkspace).
+func directoryGenesis(b *persistence.Batch, owner User, workspace workspaceCreated, projectID string) *directoryState {
+	s := applyAll(newDirectoryState(),
+		directoryEvent{UserCreated: &owner},
+		directoryEvent{WorkspaceCreated: &workspace},
+		directoryEvent{MemberSet: &memberSet{AccountID: workspace.ID, UserID: owner.ID, Role: RoleOwner, At: workspace.CreatedAt}},
+		directoryEvent{ProjectAdded: &workspaceProject{AccountID: workspace.ID, ProjectID: projectID}})
+	persistence.WriteSnapshotAt(b, directoryJournal(), 0, encode(s))
+	return s
+}
+
 // Loaded rebuilds the derived maps after a snapshot is decoded.
 func (s *directoryState) Loaded() { s.index() }
 

@@ -6,7 +6,6 @@ import (
 
 	"rtcd/apierr"
 	"rtcd/ids"
-	"rtcd/persistence"
 )
 
 // The directory's commands: plain values the engine sends in an Envelope,
@@ -201,8 +200,7 @@ func (a *directoryActor) createProject(c CreateProject, req *Envelope) {
 	now := a.env.CreatedAt()
 	project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
 	b := a.env.Store.NewBatch()
-	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
-	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
+	projectGenesis(b, project, nil)
 	a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
 	a.env.Audit.Account(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
 	body := mustJSON(projectView(&project))

@@ -225,10 +225,8 @@ func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string
 	accountID := ids.New(ids.Account)
 	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
-	b.Set(persistence.Key(persistence.PrefixAccount, accountID), nil)
-	persistence.WriteSnapshotAt(b, walletJournal(accountID), 0, encode(newWalletState(account, env.Settings.Billing.creditStateOf(0))))
-	b.Set(persistence.Key(persistence.PrefixProject, project.ID), nil)
-	persistence.WriteSnapshotAt(b, projectJournal(project.ID), 0, encode(newProjectState(project)))
+	walletGenesis(b, account, env.Settings.Billing, 0, now)
+	projectGenesis(b, project, nil)
 	if u == nil {
 		u = &DashboardUser{UserID: ownerID}
 	}

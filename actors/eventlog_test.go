@@ -111,3 +111,86 @@ func TestEventLogStopsAtAnEventItCannotApply(t *testing.T) {
 	}()
 	log.record(b, connected("p9", 1))
 }
+
+// Each owner's first state, as its Genesis writes it, is what its actor
+// recovers: the snapshot at sequence 0 decodes to the same state, with the
+// records bootstrap and the dashboard rely on beside it.
+func TestGenesisIsWhatRecoveryReads(t *testing.T) {
+	store, err := persistence.OpenWith(t.TempDir(), persistence.Options{}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	billing := Billing{Enabled: true, Currency: "USD", MinimumCreditToStart: 1_000_000, LowCreditThreshold: 5_000_000}
+	project := Project{ID: "prj_1", AccountID: "acct_1", Name: DefaultProjectName, Status: ProjectActive, CreatedAt: t0}
+	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: t0}
+	b := store.NewBatch()
+	wallet := walletGenesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: t0}, billing, 2_000_000, t0)
+	empty := walletGenesis(b, Account{ID: "acct_2", CreatedAt: t0}, billing, 0, t0)
+	proj := projectGenesis(b, project, &key)
+	dir := directoryGenesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: t0},
+		workspaceCreated{ID: "acct_1", Name: "Default workspace", CreatedAt: t0}, "prj_1")
+	roomBody := roomGenesis(b, testRoom())
+	if err := store.CommitAndWait(b); err != nil {
+		t.Fatal(err)
+	}
+
+	if wallet.Balance != 2_000_000 || wallet.CreditState != CreditLow || empty.Balance != 0 || empty.CreditState != CreditExhausted {
+		t.Fatalf("wallet genesis: %+v, %+v", wallet, empty)
+	}
+	if proj.ActiveKeys != 1 || dir.Workspaces["acct_1"].Members["usr_1"].Role != RoleOwner {
+		t.Fatalf("project or directory genesis: %+v %+v", proj, dir.Workspaces["acct_1"])
+	}
+	same := func(name string, want, got any) {
+		t.Helper()
+		if w, g := string(encode(want)), string(encode(got)); w != g {
+			t.Fatalf("%s: recovered %s\nwant %s", name, g, w)
+		}
+	}
+	w, err := recoverLog(store, walletJournal("acct_1"), 1000, func() *walletState { return &walletState{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("wallet", wallet, w.state)
+	p, err := recoverLog(store, projectJournal("prj_1"), 1000, func() *projectState { return &projectState{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("project", proj, p.state)
+	d, err := recoverLog(store, directoryJournal(), 1000, func() *directoryState { return &directoryState{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("directory", dir, d.state)
+	if d.state.byEmail["o@example.com"] != "usr_1" {
+		t.Fatal("the directory's indexes were not rebuilt")
+	}
+	r, err := recoverLog(store, roomJournal("room_1"), 1000, func() *roomState { return &roomState{} }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("room", newRoomState(testRoom()), r.state)
+
+	// Beside the snapshots: the directories recovery lists, the opening
+	// credit's ledger entry, the first key's record, the room's record.
+	for _, k := range [][]byte{
+		persistence.Key(persistence.PrefixAccount, "acct_1"), persistence.Key(persistence.PrefixAccount, "acct_2"),
+		persistence.Key(persistence.PrefixProject, "prj_1"), roomRecordKey("prj_1", "room_1"),
+	} {
+		if _, err := store.Get(k); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixLedger, "acct_1")); n != 1 {
+		t.Fatalf("%d ledger entries for the opening credit, want 1", n)
+	}
+	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixLedger, "acct_2")); n != 0 {
+		t.Fatalf("%d ledger entries without an opening credit, want 0", n)
+	}
+	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixKeyIdx, "prj_1")); n != 1 {
+		t.Fatalf("%d key records, want the first key's", n)
+	}
+	if got, _ := store.Get(roomRecordKey("prj_1", "room_1")); string(got) != string(roomBody) {
+		t.Fatalf("room record %s, want %s", got, roomBody)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/persistence"
 )
 
 // roomEvent is one entry of a room's journal. Exactly one field is set.
@@ -80,6 +81,18 @@ type roomState struct {
 
 func newRoomState(r Room) *roomState {
 	return &roomState{Room: r, Participants: make(map[string]*Participant)}
+}
+
+// roomGenesis writes a new room into b: its first snapshot (sequence 0,
+// no participants), its r/ record and its ri/ list entry. It returns the
+// record's body. The project that creates the room calls it in the batch
+// that records room_created.
+func roomGenesis(b *persistence.Batch, room Room) []byte {
+	body := mustJSON(room.view())
+	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
+	b.Set(roomRecordKey(room.ProjectID, room.ID), body)
+	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, room.ProjectID, room.CreatedAt.UnixNano(), room.ID), []byte(room.ID))
+	return body
 }
 
 // Loaded completes a snapshot: a room created without participants has
@@ -254,6 +267,22 @@ type projectState struct {
 
 func newProjectState(p Project) *projectState {
 	return &projectState{Project: p, ActiveRooms: make(map[string]struct{}), Keys: make(map[string]*APIKey)}
+}
+
+// projectGenesis writes a new project into b: its p/ entry (the directory
+// of projects recovery reads) and its first snapshot (sequence 0), holding
+// firstKey when there is one (bootstrap's key, with its ki/ record). Every
+// project starts here: bootstrap's, each new workspace's and each created
+// in the dashboard.
+func projectGenesis(b *persistence.Batch, p Project, firstKey *APIKey) *projectState {
+	s := newProjectState(p)
+	if firstKey != nil {
+		applyAll(s, projectEvent{APIKeyCreated: firstKey})
+		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), mustJSON(firstKey.view()))
+	}
+	b.Set(persistence.Key(persistence.PrefixProject, p.ID), nil)
+	persistence.WriteSnapshotAt(b, projectJournal(p.ID), 0, encode(s))
+	return s
 }
 
 // Loaded completes a snapshot (maps JSON left nil).

@@ -219,12 +219,8 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(m.params.expiresInSecs) * time.Second),
 	}
-	body := mustJSON(room.view())
-
 	b := env.Store.NewBatch()
-	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
-	b.Set(roomRecordKey(a.id, room.ID), body)
-	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, a.id, now.UnixNano(), room.ID), []byte(room.ID))
+	body := roomGenesis(b, room)
 	if m.idem != nil {
 		env.putStored(b, m.idem, 201, body)
 	}

@@ -177,6 +177,28 @@ func newWalletState(a Account, creditState string) *walletState {
 	return &walletState{Account: a, CreditState: creditState, Topups: make(map[string]*Topup)}
 }
 
+// walletGenesis writes a new workspace's wallet into b: its a/ entry (the
+// directory of wallets recovery reads) and its first snapshot (sequence 0):
+// the account, and a balance of openingCredit, entered in the ledger as an
+// operator's adjustment with its lg/ record so the ledger always sums to
+// the balance, in the credit state of that balance. Every wallet starts
+// here: bootstrap's (with the configured opening credit) and each new
+// workspace's (with none).
+func walletGenesis(b *persistence.Batch, account Account, billing Billing, openingCredit money.Micros, now time.Time) *walletState {
+	s := newWalletState(account, billing.creditStateOf(0))
+	if openingCredit > 0 {
+		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(openingCredit),
+			BalanceAfter: int64(openingCredit), Description: "opening credit of the first workspace",
+			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
+		applyAll(s, walletEvent{LedgerEntryAdded: &entry},
+			walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
+		b.Set(persistence.IndexKey(persistence.PrefixLedger, account.ID, now.UnixNano(), entry.ID), mustJSON(ledgerView(&entry, billing.Currency)))
+	}
+	b.Set(persistence.Key(persistence.PrefixAccount, account.ID), nil)
+	persistence.WriteSnapshotAt(b, walletJournal(account.ID), 0, encode(s))
+	return s
+}
+
 // Loaded completes a snapshot (maps JSON left nil).
 func (s *walletState) Loaded() {
 	if s.Topups == nil {
