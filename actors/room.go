@@ -54,34 +54,36 @@ type roomActor struct {
 func (a *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.recover(ctx)
+		a.recover()
 	case *Envelope:
 		switch c := m.Msg.(type) {
 		case connectParticipant:
-			a.connect(ctx, c, m)
+			a.connect(c, m)
 		case createParticipant:
-			a.createParticipant(ctx, c, m)
+			a.createParticipant(c, m)
 		case removeParticipant:
-			a.removeParticipant(ctx, c, m)
+			a.removeParticipant(c, m)
 		case deleteRoom:
-			a.deleteRoom(ctx, c, m)
+			a.deleteRoom(c, m)
 		default:
 			refuseUnknown(m)
 		}
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
 	case mediaJoined:
-		a.join(ctx, m.r)
+		a.join(m.r)
 	case mediaLeft:
 		a.mediaLeft(m.r)
 	case mediaPresence:
-		a.reconcile(ctx, m)
+		a.reconcile(m)
 	case sweep:
-		a.sweep(ctx)
+		if a.sweep() {
+			ctx.Poison(ctx.Self()) // queued behind any message already sent to it
+		}
 	}
 }
 
-func (a *roomActor) recover(ctx actor.Context) {
+func (a *roomActor) recover() {
 	first := !a.recovered
 	a.recovered = true
 	err := a.load(first)
@@ -137,10 +139,10 @@ func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) [
 }
 
 // expireIfDue starts ending the room when it is past expires_at.
-func (a *roomActor) expireIfDue(ctx actor.Context) {
+func (a *roomActor) expireIfDue() {
 	r := &a.state.Room
 	if (r.Status == RoomWaiting || r.Status == RoomActive) && !a.env.Clock.Now().Before(r.ExpiresAt) {
-		a.startEnding(ctx, EndReasonExpired, nil, nil)
+		a.startEnding(EndReasonExpired, nil, nil)
 	}
 }
 
@@ -157,9 +159,9 @@ func (a *roomActor) admitting() bool {
 	return s == RoomWaiting || s == RoomActive
 }
 
-func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r *Envelope) {
+func (a *roomActor) createParticipant(m createParticipant, r *Envelope) {
 	env := a.env
-	a.expireIfDue(ctx)
+	a.expireIfDue()
 	if !a.admitting() {
 		r.Respond(Reply{Err: a.closedError()})
 		return
@@ -209,13 +211,18 @@ func (a *roomActor) createParticipant(ctx actor.Context, m createParticipant, r 
 // project status, room status, participant status, participant limit,
 // project quota, account credit policy, media availability. Token signature
 // and expiry were checked before the message was sent.
-func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope) {
+//
+// Every check runs before anything is taken: the project's slot is taken
+// last, with a compare-and-swap that fails only if other rooms took the
+// project's last slots since the quota check (then the answer is that
+// check's), so no refusal ever holds a slot or gives one back.
+func (a *roomActor) connect(m connectParticipant, r *Envelope) {
 	env := a.env
 	if a.gate.Record.Load().Status != ProjectActive {
 		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
 		return
 	}
-	a.expireIfDue(ctx)
+	a.expireIfDue()
 	if !a.admitting() {
 		r.Respond(Reply{Err: a.closedError()})
 		return
@@ -230,35 +237,29 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 			WithDetails("participant_status", p.Status)})
 		return
 	}
+	// A participant already holding its slot (connected or joined) skips
+	// the two caps and gets a new session.
 	newSlot := !p.counts()
+	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
 	if newSlot {
 		if a.state.Connected >= a.state.Room.MaxParticipants {
 			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
 		}
-		limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
-		if !a.acquireProjectSlot(limit) {
-			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
-				WithDetails("limit_name", "max_active_participants", "limit", limit)})
+		if a.gate.ActiveParticipants.Load() >= int64(limit) {
+			r.Respond(Reply{Err: errProjectFull(limit)})
 			return
 		}
 	}
 	if a.creditGateClosed() {
-		if newSlot {
-			a.releaseProjectSlots(1)
-		}
 		r.Respond(Reply{Err: errInsufficientCredit})
 		return
 	}
 	if env.Settings.MediaURL == "" {
-		if newSlot {
-			a.releaseProjectSlots(1)
-		}
 		r.Respond(Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
 		return
 	}
-
 	now := env.Clock.Now()
 	expiresAt := now.Add(env.Settings.MediaTokenTTL)
 	if expiresAt.After(a.state.Room.ExpiresAt) {
@@ -268,11 +269,13 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 	// the token says. Less than a second of room left is an expired room.
 	expiresAt = expiresAt.Truncate(time.Second)
 	if !expiresAt.After(now) {
-		if newSlot {
-			a.releaseProjectSlots(1)
-		}
-		a.startEnding(ctx, EndReasonExpired, nil, nil)
+		a.startEnding(EndReasonExpired, nil, nil)
 		r.Respond(Reply{Err: a.closedError()})
+		return
+	}
+	// Every check passed: take the project's slot, last.
+	if newSlot && !a.acquireProjectSlot(limit) {
+		r.Respond(Reply{Err: errProjectFull(limit)})
 		return
 	}
 	sessionID := ids.New(ids.ConnectSession)
@@ -289,6 +292,12 @@ func (a *roomActor) connect(ctx actor.Context, m connectParticipant, r *Envelope
 		a.putParticipantRecord(b, p) // its status is connected now
 	}
 	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+}
+
+// errProjectFull is the project quota's answer (max_active_participants).
+func errProjectFull(limit int) *apierr.Error {
+	return apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
+		WithDetails("limit_name", "max_active_participants", "limit", limit)
 }
 
 // closeSessionsLostInRestart ends, at recovery, the media sessions an
@@ -357,7 +366,7 @@ func (a *roomActor) releaseProjectSlots(n int) {
 	a.countedSlots -= n
 }
 
-func (a *roomActor) removeParticipant(ctx actor.Context, m removeParticipant, r *Envelope) {
+func (a *roomActor) removeParticipant(m removeParticipant, r *Envelope) {
 	p, ok := a.state.Participants[m.participantID]
 	if !ok {
 		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
@@ -380,9 +389,9 @@ func (a *roomActor) removeParticipant(ctx actor.Context, m removeParticipant, r 
 	}
 }
 
-func (a *roomActor) deleteRoom(ctx actor.Context, m deleteRoom, r *Envelope) {
+func (a *roomActor) deleteRoom(m deleteRoom, r *Envelope) {
 	if a.admitting() {
-		a.startEnding(ctx, EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(Reply{Status: 200, Body: body}) })
+		a.startEnding(EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(Reply{Status: 200, Body: body}) })
 		return
 	}
 	r.Respond(Reply{Status: 200, Body: mustJSON(a.state.Room.view())}) // DELETE is idempotent
@@ -393,7 +402,7 @@ func (a *roomActor) deleteRoom(ctx actor.Context, m deleteRoom, r *Envelope) {
 // an external media engine's closure can sit between them; a crash in
 // between resumes at finishEnding on recovery. An actor never sends to its
 // own bounded mailbox (it could block on itself), so this is a direct call.
-func (a *roomActor) startEnding(ctx actor.Context, reason string, caller *Caller, done func(body []byte)) {
+func (a *roomActor) startEnding(reason string, caller *Caller, done func(body []byte)) {
 	env := a.env
 	b := env.Store.NewBatch()
 	if caller != nil {
@@ -463,8 +472,11 @@ func (a *roomActor) settleUntil(now time.Time) time.Time {
 	return now
 }
 
-func (a *roomActor) sweep(ctx actor.Context) {
-	a.expireIfDue(ctx)
+// sweep is the room's periodic housekeeping (every sweepInterval): expiry,
+// lapsed connects, settlement, a silent media node. It reports whether the
+// room ended long enough ago that its actor should stop (passivation).
+func (a *roomActor) sweep() (stop bool) {
+	a.expireIfDue()
 	now := a.env.Clock.Now()
 	if a.admitting() {
 		a.lapseConnects(now)
@@ -480,12 +492,13 @@ func (a *roomActor) sweep(ctx actor.Context) {
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
 		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > mediaPresenceTimeout {
-			a.reconcile(ctx, mediaPresence{at: a.env.Media.LastPresenceAt()})
+			a.reconcile(mediaPresence{at: a.env.Media.LastPresenceAt()})
 		}
 	}
 	r := &a.state.Room
 	if r.Status == RoomEnded && a.env.Clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
 		a.env.Registry.RoomStopped(a.id)
-		ctx.Poison(ctx.Self()) // queued behind any message already sent to it
+		return true
 	}
+	return false
 }

@@ -3,7 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/ids"
 	"rtcd/money"
 	"rtcd/persistence"
@@ -97,7 +96,7 @@ func (e *Engine) MediaPresence(p MediaPresence) {
 
 // join admits a reported media join: only for the participant's current
 // connect session, and only while it is connected (holds a slot).
-func (a *roomActor) join(ctx actor.Context, r MediaJoin) {
+func (a *roomActor) join(r MediaJoin) {
 	p, ok := a.state.Participants[r.ParticipantID]
 	if !ok || a.state.Room.Status != RoomWaiting && a.state.Room.Status != RoomActive {
 		return
@@ -273,7 +272,7 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 // reconcile compares the room with a media node's snapshot: a joined
 // participant the node no longer has left (at the snapshot's time); a
 // connected one the node has joined (at the time the node saw it).
-func (a *roomActor) reconcile(ctx actor.Context, m mediaPresence) {
+func (a *roomActor) reconcile(m mediaPresence) {
 	if !a.admitting() {
 		// The node still holds sessions of a room that is closing or
 		// closed: a close command was lost. Ask again (idempotent).
@@ -294,7 +293,7 @@ func (a *roomActor) reconcile(ctx actor.Context, m mediaPresence) {
 			a.leave(b, p, m.at, LeftReasonReconciled)
 			a.env.Store.Commit(b, nil)
 		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
-			a.join(ctx, s)
+			a.join(s)
 		}
 	}
 	a.nudgeWallet()
