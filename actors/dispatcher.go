@@ -14,7 +14,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
-	"rtcd/webhooks"
+	"rtcd/webhookdelivery"
 )
 
 // Webhook delivery. The outbox (written in the same batch as the state
@@ -51,10 +51,10 @@ const (
 	maxStoredResponseBodies = 4096 // bytes of a receiver's response kept per attempt (the client's capture bound)
 )
 
-// WebhookSender delivers one signed request (webhooks.Client in
+// WebhookSender delivers one signed request (webhookdelivery.Client in
 // production).
 type WebhookSender interface {
-	Deliver(ctx context.Context, url string, headers map[string]string, body []byte) webhooks.Attempt
+	Deliver(ctx context.Context, url string, headers map[string]string, body []byte) webhookdelivery.Attempt
 }
 
 // DeliveryAttempt is one recorded attempt.
@@ -146,14 +146,14 @@ type retryRequest struct {
 }
 
 // SetWebhookSender starts webhook delivery with sender and the retry
-// schedule (seconds; webhooks.DefaultScheduleSeconds when nil). Without it
+// schedule (seconds; webhookdelivery.DefaultScheduleSeconds when nil). Without it
 // events stay in the outbox.
 func (e *Engine) SetWebhookSender(sender WebhookSender, schedule []int) {
 	d := e.dispatcher
 	d.sender = sender
 	d.schedule = schedule
 	if d.schedule == nil {
-		d.schedule = append([]int(nil), webhooks.DefaultScheduleSeconds...)
+		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
 	}
 	d.started.Store(true)
 	d.wg.Add(1)
@@ -361,8 +361,8 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 		return
 	}
 	requestedAt := env.Clock.Now()
-	headers := webhooks.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
-	done := make(chan webhooks.Attempt, 1)
+	headers := webhookdelivery.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
+	done := make(chan webhookdelivery.Attempt, 1)
 	go func() {
 		w.d.sem <- struct{}{}
 		defer func() { <-w.d.sem }()
@@ -381,7 +381,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	} else {
 		msg := res.Err
 		att.Error = &msg
-		if next, more := webhooks.NextAttemptAt(dl.ScheduleStep, requestedAt, w.d.schedule); more {
+		if next, more := webhookdelivery.NextAttemptAt(dl.ScheduleStep, requestedAt, w.d.schedule); more {
 			dl.Status = DeliveryRetrying
 			dl.NextAttemptAt = next
 			att.NextAttemptAt = optionalTimestamp(next)
@@ -407,7 +407,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 // requests, so that POST …/retry never waits for a slow receiver. The
 // delivery in flight is answered with its state as is: it is being
 // attempted now.
-func (w *endpointWorker) await(done <-chan webhooks.Attempt, inFlight string) webhooks.Attempt {
+func (w *endpointWorker) await(done <-chan webhookdelivery.Attempt, inFlight string) webhookdelivery.Attempt {
 	for {
 		select {
 		case res := <-done:

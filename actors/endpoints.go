@@ -8,7 +8,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
-	"rtcd/webhooks"
+	"rtcd/webhookdelivery"
 )
 
 // Webhook endpoint statuses. DELETE disables an endpoint (its record and
@@ -97,7 +97,7 @@ func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.
 	if p.URL == nil || *p.URL == "" {
 		return "", nil, apierr.Invalid("url", "url is required: the https address that receives events")
 	}
-	u, err := webhooks.CheckURL(*p.URL, e.env.Settings.WebhookAllowPrivate)
+	u, err := webhookdelivery.CheckURL(*p.URL, e.env.Settings.WebhookAllowPrivate)
 	if err != nil {
 		return "", nil, apierr.Invalid("url", "url is not allowed: %v", err)
 	}

@@ -118,7 +118,7 @@ func checkSeconds(field string, v *int, minSeconds, maxSeconds, defaultSeconds i
 // most MaxMetadataBytes. It returns the value to store (nil for none).
 //
 // The HTTP layer has already checked the whole request body strictly
-// (http/strictjson.go: UTF-8, no lone surrogate escapes, no duplicate keys,
+// (package strictjson: UTF-8, no lone surrogate escapes, no duplicate keys,
 // finite numbers, nesting depth), so metadata from the API is I-JSON (RFC
 // 7493) that any client can decode. The UTF-8 check here is a second line
 // for other callers: compacting keeps invalid bytes as they are.

@@ -205,7 +205,7 @@ func (r *whReceiver) waitEvents(e *env, path string, n int) []whReq {
 	return got
 }
 
-// --- verification, independent of package webhook --------------------------
+// --- verification, independent of package webhooksig -----------------------
 
 // whSign is the spec's signature: "v1=" + hex HMAC-SHA256 of
 // timestamp + "." + body under the signing secret.

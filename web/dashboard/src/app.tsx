@@ -22,7 +22,7 @@ import { EndpointPage, WebhooksPage } from "./pages/webhooks";
 import { match, navigate, useLocation } from "./router";
 import { lastProject, sessionToken, setLastProject } from "./session";
 import { Shell } from "./shell";
-import { MeContext, accountPath, findAccount, findProject, firstActiveProject, projectPath, type ProjectScope, type WorkspaceScope } from "./state";
+import { MeContext, useMe, accountPath, findAccount, findProject, firstActiveProject, projectPath, type ProjectScope, type WorkspaceScope } from "./state";
 import type { Me } from "./types";
 import { ErrorNote, Loading } from "./ui";
 
@@ -60,13 +60,35 @@ function NotFound({ what }: { what: string }) {
   );
 }
 
+/** Paths for which GET /v1/me was already fetched again (see Unknown). */
+const refreshedFor = new Set<string>();
+
+/**
+ * A project or workspace the loaded GET /v1/me does not know: it may be
+ * new (an invitation just accepted, a workspace made in another tab), so
+ * the person's workspaces are fetched again, once per address, before the
+ * page says it is not found.
+ */
+function Unknown({ path, what }: { path: string; what: string }) {
+  const { reloadMe } = useMe();
+  const [waiting, setWaiting] = useState(() => !refreshedFor.has(path));
+  useEffect(() => {
+    if (!waiting) return;
+    refreshedFor.add(path);
+    reloadMe()
+      .catch(() => undefined)
+      .finally(() => setWaiting(false));
+  }, [path, waiting]);
+  return waiting ? <Loading /> : <NotFound what={what} />;
+}
+
 /** Pages for a signed-in person, inside the Shell. */
 function SignedIn({ me, path }: { me: Me; path: string }) {
   for (const [pattern, page] of projectPages) {
     const params = match(pattern, path);
     if (!params) continue;
     const scope = findProject(me, params["project"] ?? "");
-    if (!scope) return <NotFound what="This project does not exist or is not in one of your workspaces." />;
+    if (!scope) return <Unknown path={path} what="This project does not exist or is not in one of your workspaces." />;
     if (scope.project.status !== "active") {
       return (
         <Shell account={scope.account}>
@@ -84,7 +106,7 @@ function SignedIn({ me, path }: { me: Me; path: string }) {
     const params = match(pattern, path);
     if (!params) continue;
     const scope = findAccount(me, params["account"] ?? "");
-    if (!scope) return <NotFound what="This workspace does not exist or you are not a member of it." />;
+    if (!scope) return <Unknown path={path} what="This workspace does not exist or you are not a member of it." />;
     return <Shell account={scope.account}>{page({ scope, params })}</Shell>;
   }
   const topup = match("/billing/topups/:payment", path);

@@ -1,4 +1,4 @@
-// Package webhooks is the sending side of rtcd's signed webhooks: the
+// Package webhookdelivery is the sending side of rtcd's signed webhooks: the
 // destination policy applied to endpoint URLs, the delivery HTTP client, the
 // request headers of a delivery and the retry schedule.
 //
@@ -30,4 +30,4 @@
 // ClientConfig.AllowPrivate switches the address and name checks off (and
 // allows plain HTTP) for local testing against receivers on loopback. It is
 // off by default and logs a warning when on.
-package webhooks
+package webhookdelivery

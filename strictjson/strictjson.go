@@ -1,4 +1,4 @@
-package http
+package strictjson
 
 import (
 	"bytes"
@@ -10,38 +10,41 @@ import (
 	"sync"
 	"unicode/utf8"
 	"unsafe"
-
-	"rtcd/apierr"
 )
 
-// MaxJSONDepth bounds how deeply a request body may nest objects and arrays.
-// Depth counts from the request root: the body's own object is level 1, a
-// field's object or array value (metadata, sdk, scopes) level 2, and so on,
-// so metadata can nest at most MaxJSONDepth-1 levels itself. docs/api.md
-// lists it.
-const MaxJSONDepth = 16
+// MaxDepth bounds how deeply a body may nest objects and arrays. Depth
+// counts from the root: the body's own object is level 1, a field's object
+// or array value (metadata, sdk, scopes) level 2, and so on, so metadata can
+// nest at most MaxDepth-1 levels itself. docs/api.md lists it.
+const MaxDepth = 16
 
-// The strict JSON check runs over the raw bytes of every request body before
-// it is decoded, in one pass. It allocates nothing on success, except for an
-// object of more than localKeys keys that takes any keys, whose key list
-// outgrows its stack array. It refuses what the decoder would silently
-// accept or alter:
-//
-//   - invalid UTF-8 anywhere (the decoder would replace it with U+FFFD, and a
-//     json.RawMessage field such as metadata would keep it raw): every byte
-//     of a string is checked, and outside strings only ASCII JSON syntax
-//     passes;
-//   - \uD800-\uDFFF escapes that do not form a surrogate pair;
-//   - duplicate keys in any object (the decoder keeps the last one);
-//   - numbers that do not parse as a finite float64 (1e400);
-//   - nesting deeper than MaxJSONDepth;
-//   - keys that are not exactly the json name of a field of the target
-//     struct (the decoder matches names case-insensitively), at every level
-//     that decodes into a struct. Values that decode into a map, an
-//     interface or a json.RawMessage (metadata) take any keys.
-//
-// Type mismatches (a string where an integer belongs) are left to the
-// decoder, which names the field and the expected type.
+// MaxBodyBytes is the largest body Check takes: key positions are kept as
+// 32-bit offsets so that an object's key list stays small. rtcd's request
+// bodies are bounded far below it (http.MaxRequestBodyBytes).
+const MaxBodyBytes = 1<<31 - 1
+
+// Error is a body Check refused. Message is for the client and names the
+// field at fault. Field is that field's dotted path of JSON names from the
+// root ("sdk.version"; a key inside a value that takes any keys is data and
+// is not named), or "" when the fault is the body's own (its syntax, data
+// after it, a top-level key that is not valid UTF-8).
+type Error struct {
+	Field   string
+	Message string
+	// TooDeep: the body nests objects and arrays deeper than MaxDepth.
+	TooDeep bool
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Check checks that body is exactly one JSON value, strict as described in
+// the package comment, whose structure fits the Go type target points to
+// (the type a decoder will decode body into; its schema is built once per
+// type and cached). It allocates nothing on success, and only its error
+// otherwise, except for large objects that take any keys.
+func Check(body []byte, target any) *Error {
+	return check(body, schemaOf(target))
+}
 
 // schemaKind says how the strict check treats a JSON value.
 type schemaKind uint8
@@ -220,7 +223,7 @@ const (
 )
 
 // keyRef locates the raw content of one object key in the body (at most
-// MaxRequestBodyBytes, far below 2 GiB).
+// MaxBodyBytes).
 type keyRef struct {
 	start, end int32
 	escaped    bool
@@ -238,7 +241,7 @@ type jsonScanner struct {
 	problem jsonProblem
 	// path holds the struct field names from the root to the current value;
 	// only fields of struct schemas are named (a key inside metadata is data).
-	path   [MaxJSONDepth]string
+	path   [MaxDepth]string
 	npath  int
 	badKey []byte // the unknown or repeated key, unescaped
 	// dupField: the repeated key is a struct field (else a key of an object
@@ -246,10 +249,12 @@ type jsonScanner struct {
 	dupField bool
 }
 
-// checkStrictJSON checks that body is exactly one JSON value, strict as
-// described above, whose structure fits schema. It allocates only to build
-// the error.
-func checkStrictJSON(body []byte, schema *jsonSchema) *apierr.Error {
+// check is Check with the schema given. It allocates only to build the
+// error.
+func check(body []byte, schema *jsonSchema) *Error {
+	if len(body) > MaxBodyBytes {
+		return &Error{Message: "the request body is too large to check"}
+	}
 	s := jsonScanner{b: body}
 	ok := s.value(schema)
 	if ok {
@@ -263,7 +268,7 @@ func checkStrictJSON(body []byte, schema *jsonSchema) *apierr.Error {
 			// Invalid UTF-8 outside strings: say so rather than "not JSON".
 			s.problem, s.npath = jsonBadUTF8, 0
 		}
-		return s.apiError()
+		return s.err()
 	}
 	return nil
 }
@@ -290,20 +295,19 @@ func quoteKey(k []byte) string {
 	return strconv.Quote(string(k))
 }
 
-// invalidAt is an invalid_request about field, or about the body when field
-// is "".
-func invalidAt(field, message string) *apierr.Error {
+// invalidAt is a refusal about field, or about the body when field is "".
+func invalidAt(field, message string) *Error {
 	if field == "" {
-		return apierr.New(apierr.InvalidRequest, "the request body %s", message)
+		return &Error{Message: "the request body " + message}
 	}
-	return apierr.Invalid(field, "%s %s", field, message)
+	return &Error{Field: field, Message: field + " " + message}
 }
 
-func (s *jsonScanner) apiError() *apierr.Error {
+func (s *jsonScanner) err() *Error {
 	field := s.field()
 	switch s.problem {
 	case jsonTrailing:
-		return apierr.New(apierr.InvalidRequest, "the request body must hold exactly one JSON object")
+		return &Error{Message: "the request body must hold exactly one JSON object"}
 	case jsonBadUTF8:
 		return invalidAt(field, "must be valid UTF-8")
 	case jsonLoneSurrogate:
@@ -311,25 +315,26 @@ func (s *jsonScanner) apiError() *apierr.Error {
 	case jsonBadNumber:
 		return invalidAt(field, "holds a number that is not a finite 64-bit floating-point value")
 	case jsonTooDeep:
-		return invalidAt(field, "nests objects and arrays deeper than "+strconv.Itoa(MaxJSONDepth)+" levels (counted from the request body)").
-			WithDetails("max_depth", MaxJSONDepth)
+		e := invalidAt(field, "nests objects and arrays deeper than "+strconv.Itoa(MaxDepth)+" levels (counted from the request body)")
+		e.TooDeep = true
+		return e
 	case jsonUnknownField:
 		name := string(s.badKey)
 		if field != "" {
 			name = field + "." + name
 		}
-		return apierr.Invalid(name, "unknown field %s", quoteKey([]byte(name)))
+		return &Error{Field: name, Message: "unknown field " + quoteKey([]byte(name))}
 	case jsonDuplicateKey:
 		if s.dupField {
 			name := string(s.badKey)
 			if field != "" {
 				name = field + "." + name
 			}
-			return apierr.Invalid(name, "field %s appears more than once", quoteKey([]byte(name)))
+			return &Error{Field: name, Message: "field " + quoteKey([]byte(name)) + " appears more than once"}
 		}
 		return invalidAt(field, "repeats the key "+quoteKey(s.badKey))
 	}
-	return apierr.New(apierr.InvalidRequest, "the request body is not valid JSON")
+	return &Error{Message: "the request body is not valid JSON"}
 }
 
 func (s *jsonScanner) skipSpace() {
@@ -381,7 +386,7 @@ func (s *jsonScanner) literal(lit string) bool {
 
 func (s *jsonScanner) open() bool {
 	s.depth++
-	if s.depth > MaxJSONDepth {
+	if s.depth > MaxDepth {
 		return s.fail(jsonTooDeep)
 	}
 	s.pos++
@@ -438,7 +443,7 @@ func (s *jsonScanner) object(schema *jsonSchema) bool {
 				seen |= 1 << i
 			}
 			child = schema.fields[i].schema
-			s.path[s.npath] = schema.fields[i].name // npath < depth <= MaxJSONDepth
+			s.path[s.npath] = schema.fields[i].name // npath < depth <= MaxDepth
 			s.npath++
 			named = true
 		}

@@ -1,10 +1,10 @@
-package webhook_test
+package webhooksig_test
 
 import (
 	"fmt"
 	"time"
 
-	"rtcd/webhook"
+	"rtcd/webhooksig"
 )
 
 // Example signs a delivery the way rtcd does and verifies it the way a
@@ -14,20 +14,20 @@ func Example() {
 	body := []byte(`{"id":"evt_123","type":"room.started","created_at":"2024-03-01T12:00:00Z","project_id":"prj_1","data":{}}`)
 	timestamp := int64(1709294400) // 2024-03-01T12:00:00Z
 	timestampHeader := "1709294400"
-	signatureHeader := webhook.Sign(secret, timestamp, body)
+	signatureHeader := webhooksig.Sign(secret, timestamp, body)
 
 	// A receiver would pass time.Now(); a fixed time keeps the output stable.
 	now := time.Unix(timestamp, 0).Add(30 * time.Second)
 
-	err := webhook.Verify(secret, body, timestampHeader, signatureHeader, webhook.DefaultTolerance, now)
+	err := webhooksig.Verify(secret, body, timestampHeader, signatureHeader, webhooksig.DefaultTolerance, now)
 	fmt.Println("authentic:", err)
 
 	tampered := append([]byte{}, body...)
 	tampered[len(tampered)-2] = ' '
-	err = webhook.Verify(secret, tampered, timestampHeader, signatureHeader, webhook.DefaultTolerance, now)
+	err = webhooksig.Verify(secret, tampered, timestampHeader, signatureHeader, webhooksig.DefaultTolerance, now)
 	fmt.Println("tampered:", err)
 
-	err = webhook.Verify(secret, body, timestampHeader, signatureHeader, webhook.DefaultTolerance, now.Add(time.Hour))
+	err = webhooksig.Verify(secret, body, timestampHeader, signatureHeader, webhooksig.DefaultTolerance, now.Add(time.Hour))
 	fmt.Println("replayed an hour later:", err)
 
 	// Output:

@@ -1,9 +1,9 @@
-package webhooks
+package webhookdelivery
 
 import (
 	"strconv"
 
-	"rtcd/webhook"
+	"rtcd/webhooksig"
 )
 
 // Fixed request header values of every delivery (spec section 6).
@@ -22,10 +22,10 @@ const (
 // (five minutes by default), and retries run for a day.
 func Headers(eventID string, timestamp int64, body []byte, secret string) map[string]string {
 	return map[string]string{
-		"Content-Type":          ContentType,
-		"User-Agent":            UserAgent,
-		webhook.HeaderID:        eventID,
-		webhook.HeaderTimestamp: strconv.FormatInt(timestamp, 10),
-		webhook.HeaderSignature: webhook.Sign(secret, timestamp, body),
+		"Content-Type":             ContentType,
+		"User-Agent":               UserAgent,
+		webhooksig.HeaderID:        eventID,
+		webhooksig.HeaderTimestamp: strconv.FormatInt(timestamp, 10),
+		webhooksig.HeaderSignature: webhooksig.Sign(secret, timestamp, body),
 	}
 }

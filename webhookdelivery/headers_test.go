@@ -1,10 +1,10 @@
-package webhooks
+package webhookdelivery
 
 import (
 	"testing"
 	"time"
 
-	"rtcd/webhook"
+	"rtcd/webhooksig"
 )
 
 func TestHeaders(t *testing.T) {
@@ -16,7 +16,7 @@ func TestHeaders(t *testing.T) {
 		"User-Agent":       "rtcd-Webhooks/0.1",
 		"X-RTC-Webhook-Id": "evt_9",
 		"X-RTC-Timestamp":  "1709294400",
-		"X-RTC-Signature":  webhook.Sign("whsec_x", ts, body),
+		"X-RTC-Signature":  webhooksig.Sign("whsec_x", ts, body),
 	}
 	if len(h) != len(want) {
 		t.Fatalf("Headers = %v, want %v", h, want)
@@ -26,7 +26,7 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, h[k], v)
 		}
 	}
-	if err := webhook.Verify("whsec_x", body, h[webhook.HeaderTimestamp], h[webhook.HeaderSignature], webhook.DefaultTolerance, time.Unix(ts, 0)); err != nil {
+	if err := webhooksig.Verify("whsec_x", body, h[webhooksig.HeaderTimestamp], h[webhooksig.HeaderSignature], webhooksig.DefaultTolerance, time.Unix(ts, 0)); err != nil {
 		t.Fatalf("Verify(Headers) = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package webhooks
+package webhookdelivery
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"rtcd/webhook"
+	"rtcd/webhooksig"
 )
 
 const testSecret = "whsec_client_test_secret"
@@ -95,7 +95,7 @@ func TestDeliverSignedToHTTPSReceiver(t *testing.T) {
 	srv, caFile := newTLSReceiver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
-			err = webhook.VerifyRequest(testSecret, r, body, webhook.DefaultTolerance)
+			err = webhooksig.VerifyRequest(testSecret, r, body, webhooksig.DefaultTolerance)
 		}
 		got <- received{header: r.Header.Clone(), body: body, err: err}
 		if err != nil {
@@ -125,10 +125,10 @@ func TestDeliverSignedToHTTPSReceiver(t *testing.T) {
 		t.Fatalf("receiver got body %q", r.body)
 	}
 	wantHeaders := map[string]string{
-		"Content-Type":          "application/json",
-		"User-Agent":            "rtcd-Webhooks/0.1",
-		webhook.HeaderID:        "evt_01",
-		webhook.HeaderSignature: webhook.Sign(testSecret, mustAtoi(t, r.header.Get(webhook.HeaderTimestamp)), testEnvelope),
+		"Content-Type":             "application/json",
+		"User-Agent":               "rtcd-Webhooks/0.1",
+		webhooksig.HeaderID:        "evt_01",
+		webhooksig.HeaderSignature: webhooksig.Sign(testSecret, mustAtoi(t, r.header.Get(webhooksig.HeaderTimestamp)), testEnvelope),
 	}
 	for name, want := range wantHeaders {
 		if v := r.header.Get(name); v != want {

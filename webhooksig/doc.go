@@ -1,4 +1,4 @@
-// Package webhook verifies signed webhook deliveries sent by rtcd.
+// Package webhooksig verifies signed webhook deliveries sent by rtcd.
 //
 // Every delivery is an HTTP POST whose body is a JSON event envelope and
 // whose headers carry:
@@ -18,7 +18,7 @@
 //
 //	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 //	if err != nil { ... }
-//	if err := webhook.VerifyRequest(secret, r, body, webhook.DefaultTolerance); err != nil {
+//	if err := webhooksig.VerifyRequest(secret, r, body, webhooksig.DefaultTolerance); err != nil {
 //		http.Error(w, "bad signature", http.StatusBadRequest)
 //		return
 //	}
@@ -28,6 +28,9 @@
 // long a captured delivery can be replayed; the event id lets a receiver drop
 // the replays and retries that arrive inside that window.
 //
-// This package depends only on the standard library so that the Go server
-// SDK can re-export it unchanged.
-package webhook
+// This package depends only on the standard library, so a Go receiver can
+// use or copy it without the rest of rtcd. The Go server SDK (sdk/server, a
+// module of its own) carries its own implementation of the same scheme,
+// pinned to this signer by test vectors. The sending side (destination
+// policy, delivery client, retry schedule) is package webhookdelivery.
+package webhooksig
