@@ -202,25 +202,8 @@ func (e *Engine) RemoveParticipant(c *Caller, roomID, participantID string) (Res
 		})
 }
 
-// CountConnectResult records a connect outcome decided before Connect ran
-// (a body that could not be decoded).
-func (e *Engine) CountConnectResult(code apierr.Code) {
-	if e.connectResults != nil {
-		e.connectResults(string(code))
-	}
-}
-
 // Connect exchanges a participant token for a connect session (POST /v1/connect).
-func (e *Engine) Connect(p *ConnectParams, sourceIP string) (res Result, aerr *apierr.Error) {
-	defer func() {
-		if e.connectResults != nil {
-			code := "ok"
-			if aerr != nil {
-				code = string(aerr.Code)
-			}
-			e.connectResults(code)
-		}
-	}()
+func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Error) {
 	if err := e.env.AllowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.env.Settings.ConnectPerIPPerMinute); err != nil {
 		return Result{}, err
 	}

@@ -108,7 +108,6 @@ type Engine struct {
 	roomMailbox      atomic.Int64
 	walletMailbox    atomic.Int64
 	directoryMailbox atomic.Int64
-	connectResults   func(code string) // observes each connect's outcome; may be nil
 
 	dispatcher *dispatcher
 
@@ -159,9 +158,6 @@ func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimi
 	e.dispatcher = newDispatcher(env)
 	return e, nil
 }
-
-// OnConnectResult registers an observer of connect outcomes ("ok" or an error code).
-func (e *Engine) OnConnectResult(f func(code string)) { e.connectResults = f }
 
 // Start recovers every project and its live rooms from their snapshots and
 // journals, and returns once all are ready to serve.
