@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -22,7 +23,7 @@ const (
 	PageLimitDefault = 50
 )
 
-func result(r Reply) (Result, *apierr.Error) {
+func result(r core.Reply) (Result, *apierr.Error) {
 	if r.Err != nil {
 		return Result{}, r.Err
 	}
@@ -33,7 +34,7 @@ var errBadCredential = apierr.New(apierr.AuthenticationFailed, "the API key is m
 
 // Authenticate resolves a bearer secret to its caller. Malformed secrets
 // (wrong prefix, length, alphabet or checksum) are refused without a lookup.
-func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
+func (e *Engine) Authenticate(secret string) (*core.Caller, *apierr.Error) {
 	if !auth.CheckAPIKeyFormat(secret) {
 		return nil, errBadCredential
 	}
@@ -42,7 +43,7 @@ func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
 		return nil, errBadCredential
 	}
 	h, ok := e.project(rec.ProjectID)
-	if !ok || h.gate.Record.Load().Status != ProjectActive {
+	if !ok || h.gate.Record.Load().Status != core.ProjectActive {
 		return nil, errBadCredential
 	}
 	if now := e.env.Clock.Now(); rec.NoteUse(now) {
@@ -50,10 +51,10 @@ func (e *Engine) Authenticate(secret string) (*Caller, *apierr.Error) {
 		// to it, and only one such message per key is ever on its way.
 		e.system.Root.Send(h.pid, touchKey{keyID: rec.KeyID, usedAt: now})
 	}
-	return &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
+	return &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
 }
 
-func (e *Engine) projectOf(c *Caller) (*projectHandle, *apierr.Error) {
+func (e *Engine) projectOf(c *core.Caller) (*projectHandle, *apierr.Error) {
 	h, ok := e.project(c.ProjectID)
 	if !ok {
 		return nil, errBadCredential
@@ -62,16 +63,16 @@ func (e *Engine) projectOf(c *Caller) (*projectHandle, *apierr.Error) {
 }
 
 // CreateRoom creates a room (POST /v1/rooms).
-func (e *Engine) CreateRoom(c *Caller, p *RoomParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+func (e *Engine) CreateRoom(c *core.Caller, p *RoomParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
 	v, err := validateRoom(p, e.env.Settings.Region)
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) any { return createRoom{caller: *c, params: v, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createRoom{caller: *c, params: v, idem: ip} })
 }
 
 // GetRoom reads a room's record (GET /v1/rooms/{id}).
-func (e *Engine) GetRoom(c *Caller, roomID string) ([]byte, *apierr.Error) {
+func (e *Engine) GetRoom(c *core.Caller, roomID string) ([]byte, *apierr.Error) {
 	if !ids.Valid(roomID, ids.Room) {
 		return nil, apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
 	}
@@ -83,7 +84,7 @@ func (e *Engine) GetRoom(c *Caller, roomID string) ([]byte, *apierr.Error) {
 }
 
 // ListRooms lists the project's rooms, newest first (GET /v1/rooms).
-func (e *Engine) ListRooms(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListRooms(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixRoomIdx, c.ProjectID), limit, true,
 		func(roomID []byte) ([]byte, error) {
 			return e.env.Store.Get(roomRecordKey(c.ProjectID, string(roomID)))
@@ -91,7 +92,7 @@ func (e *Engine) ListRooms(c *Caller, limit int) ([]byte, *apierr.Error) {
 }
 
 // DeleteRoom ends a room (DELETE /v1/rooms/{id}); idempotent.
-func (e *Engine) DeleteRoom(c *Caller, roomID string) (Result, *apierr.Error) {
+func (e *Engine) DeleteRoom(c *core.Caller, roomID string) (Result, *apierr.Error) {
 	return e.askRoom(c.ProjectID, roomID, func() any { return deleteRoom{caller: *c} },
 		func(record []byte) (Result, *apierr.Error) { return Result{Status: 200, Body: record}, nil })
 }
@@ -120,7 +121,7 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() any, ifStopped fun
 	var room RoomView
 	if json.Unmarshal(record, &room) != nil || room.Status != RoomEnded {
 		// A live room whose actor was just replaced; the caller may retry.
-		return Result{}, errUnavailable
+		return Result{}, core.ErrUnavailable
 	}
 	return ifStopped(record)
 }
@@ -145,22 +146,22 @@ func endedRoomError(record []byte) (Result, *apierr.Error) {
 }
 
 // CreateParticipant creates a participant session and its token.
-func (e *Engine) CreateParticipant(c *Caller, roomID string, p *ParticipantParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+func (e *Engine) CreateParticipant(c *core.Caller, roomID string, p *ParticipantParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
 	v, err := validateParticipant(p)
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
-	r := e.idempotent(c, idem, func(ip *idemPending) Reply {
+	r := e.idempotent(c, idem, func(ip *core.IdemPending) core.Reply {
 		var aerr *apierr.Error
 		res, aerr = e.askRoom(c.ProjectID, roomID, func() any { return createParticipant{caller: *c, params: v, idem: ip} }, endedRoomError)
-		return Reply{Status: res.Status, Body: res.Body, Err: aerr}
+		return core.Reply{Status: res.Status, Body: res.Body, Err: aerr}
 	})
 	return result(r)
 }
 
 // GetParticipant reads a participant's record.
-func (e *Engine) GetParticipant(c *Caller, roomID, participantID string) ([]byte, *apierr.Error) {
+func (e *Engine) GetParticipant(c *core.Caller, roomID, participantID string) ([]byte, *apierr.Error) {
 	if _, err := e.GetRoom(c, roomID); err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (e *Engine) GetParticipant(c *Caller, roomID, participantID string) ([]byte
 }
 
 // ListParticipants lists a room's participants, newest first.
-func (e *Engine) ListParticipants(c *Caller, roomID string, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListParticipants(c *core.Caller, roomID string, limit int) ([]byte, *apierr.Error) {
 	if _, err := e.GetRoom(c, roomID); err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (e *Engine) ListParticipants(c *Caller, roomID string, limit int) ([]byte, 
 }
 
 // RemoveParticipant removes a participant (DELETE); idempotent.
-func (e *Engine) RemoveParticipant(c *Caller, roomID, participantID string) (Result, *apierr.Error) {
+func (e *Engine) RemoveParticipant(c *core.Caller, roomID, participantID string) (Result, *apierr.Error) {
 	if !ids.Valid(participantID, ids.Participant) {
 		return Result{}, apierr.New(apierr.ParticipantNotFound, "no participant %q in room %s", participantID, roomID)
 	}
@@ -240,7 +241,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Err
 }
 
 // CreateAPIKey creates a key (POST /v1/api-keys).
-func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+func (e *Engine) CreateAPIKey(c *core.Caller, p *APIKeyParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
 	var name string
 	if p.Name != nil {
 		if err := checkOptionalText("name", p.Name, MaxAPIKeyNameBytes); err != nil {
@@ -252,7 +253,7 @@ func (e *Engine) CreateAPIKey(c *Caller, p *APIKeyParams, idem *IdempotencyReque
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) any { return createKey{caller: *c, name: name, scopes: requested, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createKey{caller: *c, name: name, scopes: requested, idem: ip} })
 }
 
 func parseScopes(names []string) (scopes.Set, *apierr.Error) {
@@ -277,7 +278,7 @@ func parseScopes(names []string) (scopes.Set, *apierr.Error) {
 }
 
 // ListAPIKeys lists the project's keys, active and revoked, newest first.
-func (e *Engine) ListAPIKeys(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListAPIKeys(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixKeyIdx, c.ProjectID), limit, false, upgradeKeyRecord)
 }
 
@@ -293,7 +294,7 @@ func upgradeKeyRecord(record []byte) ([]byte, error) {
 }
 
 // RevokeAPIKey revokes a key (DELETE /v1/api-keys/{id}); idempotent.
-func (e *Engine) RevokeAPIKey(c *Caller, keyID string) (Result, *apierr.Error) {
+func (e *Engine) RevokeAPIKey(c *core.Caller, keyID string) (Result, *apierr.Error) {
 	if !ids.Valid(keyID, ids.APIKey) {
 		return Result{}, apierr.New(apierr.APIKeyNotFound, "no API key %q in this project", keyID)
 	}
@@ -305,21 +306,21 @@ func (e *Engine) RevokeAPIKey(c *Caller, keyID string) (Result, *apierr.Error) {
 }
 
 // ProjectLimits returns the project's effective limits.
-func (e *Engine) ProjectLimits(c *Caller) ([]byte, *apierr.Error) {
+func (e *Engine) ProjectLimits(c *core.Caller) ([]byte, *apierr.Error) {
 	h, err := e.projectOf(c)
 	if err != nil {
 		return nil, err
 	}
 	l := e.env.LimitsOf(h.gate.Record.Load())
-	return mustJSON(struct {
+	return core.MustJSON(struct {
 		Object    string `json:"object"`
 		ProjectID string `json:"project_id"`
-		Limits
+		core.Limits
 	}{"project_limits", c.ProjectID, l}), nil
 }
 
 // ListAuditLogs lists the project's audit log, newest first.
-func (e *Engine) ListAuditLogs(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListAuditLogs(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixAudit, c.ProjectID), limit, false, nil)
 }
 
@@ -433,7 +434,7 @@ type BootstrapResult struct {
 // an adjustment in the ledger so the ledger always sums to the balance.
 // ownerEmail becomes the workspace's owner in the dashboard (signing in
 // by e-mail link with it reaches the workspace).
-func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Billing, ownerEmail string) (BootstrapResult, error) {
+func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing core.Billing, ownerEmail string) (BootstrapResult, error) {
 	email, ok := deliverableEmail(ownerEmail)
 	if !ok {
 		return BootstrapResult{}, fmt.Errorf("actors: owner e-mail %q is not an address", ownerEmail)
@@ -446,13 +447,13 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	}
 	now := clk.Now()
 	accountID := ids.New(ids.Account)
-	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
+	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
 		return BootstrapResult{}, err
 	}
-	operator := Actor{Type: "operator", ID: "rtcd init"}
+	operator := core.Actor{Type: "operator", ID: "rtcd init"}
 	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
 	owner := User{ID: ids.New(ids.User), Email: email, Name: "", CreatedAt: now}
@@ -462,16 +463,16 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing Bi
 	walletGenesis(b, account, billing, billing.BootstrapCredit, now)
 	projectGenesis(b, project, &key)
 	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, project.ID)
-	audit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
-		Target: AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: Timestamp(now),
+	audit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
+		Target: core.AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: core.Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
-	b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), mustJSON(audit))
-	wsAudit := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
-		Target: AuditTarget{Type: "account", ID: accountID}, CreatedAt: Timestamp(now),
+	b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), core.MustJSON(audit))
+	wsAudit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
+		Target: core.AuditTarget{Type: "account", ID: accountID}, CreatedAt: core.Timestamp(now),
 		Details: map[string]any{"name": account.Name, "owner_email": owner.Email}}
-	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), mustJSON(wsAudit))
+	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), core.MustJSON(wsAudit))
 	b.Set(keyCheckKey, keyCheck(keys))
-	b.Set(initializedKey, []byte(Timestamp(now)))
+	b.Set(initializedKey, []byte(core.Timestamp(now)))
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err
 	}

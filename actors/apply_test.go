@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/scopes"
 )
@@ -17,7 +18,7 @@ import (
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // mustApply applies one event and fails the test if it does not apply.
-func mustApply[E any, S ownerState[E]](t *testing.T, s S, e *E) {
+func mustApply[E any, S core.State[E]](t *testing.T, s S, e *E) {
 	t.Helper()
 	if err := s.Apply(e); err != nil {
 		t.Fatal(err)
@@ -103,14 +104,14 @@ func checkRoomInvariants(t *testing.T, s *roomState, after string) {
 func roundTrip[T any](t *testing.T, v *T) *T {
 	t.Helper()
 	var out T
-	if err := json.Unmarshal(encode(v), &out); err != nil {
+	if err := json.Unmarshal(core.Encode(v), &out); err != nil {
 		t.Fatalf("decode %T: %v", v, err)
 	}
 	return &out
 }
 
 func eventName(e roomEvent) string {
-	b := encode(&e)
+	b := core.Encode(&e)
 	name, _, _ := strings.Cut(strings.TrimPrefix(string(b), `{"`), `"`)
 	return name
 }
@@ -234,7 +235,7 @@ func TestRoomReplayEquivalence(t *testing.T) {
 			for i := range tc.events {
 				mustApply(t, live, &tc.events[i])
 			}
-			want := encode(live)
+			want := core.Encode(live)
 			for k := 0; k <= len(tc.events); k++ {
 				s := newRoomState(testRoom())
 				for i := 0; i < k; i++ {
@@ -248,7 +249,7 @@ func TestRoomReplayEquivalence(t *testing.T) {
 					mustApply(t, rec, roundTrip(t, &tc.events[i]))
 					checkRoomInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 				}
-				if got := encode(rec); !bytes.Equal(got, want) {
+				if got := core.Encode(rec); !bytes.Equal(got, want) {
 					t.Fatalf("snapshot at %d + replay:\n%s\nwant (run time):\n%s", k, got, want)
 				}
 				if summarize(rec) != summarize(live) {
@@ -261,8 +262,8 @@ func TestRoomReplayEquivalence(t *testing.T) {
 
 // --- project -------------------------------------------------------------
 
-func testProject() Project {
-	return Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: ProjectActive, CreatedAt: t0}
+func testProject() core.Project {
+	return core.Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: core.ProjectActive, CreatedAt: t0}
 }
 
 func roomOpened(id string) projectEvent { return projectEvent{RoomCreated: &roomRef{RoomID: id}} }
@@ -274,7 +275,7 @@ func keyMade(id string, sec int) projectEvent {
 	hash[31] = 0xff
 	return projectEvent{APIKeyCreated: &APIKey{
 		ID: id, Name: "key " + id, Scopes: uint32(scopes.All), Last4: "abcd", Hash: hash,
-		CreatedAt: at(sec), CreatedBy: Actor{Type: "operator", ID: "rtcd init"},
+		CreatedAt: at(sec), CreatedBy: core.Actor{Type: "operator", ID: "rtcd init"},
 	}}
 }
 
@@ -360,7 +361,7 @@ func TestProjectApply(t *testing.T) {
 }
 
 func TestProjectReplayEquivalence(t *testing.T) {
-	limits := &Limits{MaxActiveRooms: 7, MaxActiveParticipants: 70, MaxParticipantsPerRoom: 10,
+	limits := &core.Limits{MaxActiveRooms: 7, MaxActiveParticipants: 70, MaxParticipantsPerRoom: 10,
 		RoomCreatesPerMinute: 1, ParticipantCreatesPerMinute: 2, ConnectRequestsPerMinute: 3}
 	for _, withLimits := range []bool{false, true} {
 		for _, tc := range projectCases {
@@ -373,7 +374,7 @@ func TestProjectReplayEquivalence(t *testing.T) {
 				for i := range tc.events {
 					mustApply(t, live, &tc.events[i])
 				}
-				want := encode(live)
+				want := core.Encode(live)
 				for k := 0; k <= len(tc.events); k++ {
 					s := newProjectState(p)
 					for i := 0; i < k; i++ {
@@ -387,7 +388,7 @@ func TestProjectReplayEquivalence(t *testing.T) {
 						mustApply(t, rec, roundTrip(t, &tc.events[i]))
 						checkProjectInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 					}
-					if got := encode(rec); !bytes.Equal(got, want) {
+					if got := core.Encode(rec); !bytes.Equal(got, want) {
 						t.Fatalf("snapshot at %d + replay:\n%s\nwant:\n%s", k, got, want)
 					}
 					for id, k := range live.Keys {
@@ -422,12 +423,12 @@ func TestProjectSnapshotBeforeLastUse(t *testing.T) {
 	if k == nil || !k.LastUsedAt.IsZero() {
 		t.Fatalf("old key decoded as %+v, want never used", k)
 	}
-	if v := mustJSON(k.view()); !bytes.Contains(v, []byte(`"last_used_at":null`)) {
+	if v := core.MustJSON(k.view()); !bytes.Contains(v, []byte(`"last_used_at":null`)) {
 		t.Fatalf("old key renders %s, want last_used_at null", v)
 	}
 	ev := keyUsed("k1", 90)
 	mustApply(t, &s, roundTrip(t, &ev))
-	if got := mustJSON(k.view()); !bytes.Contains(got, []byte(`"last_used_at":"2026-11-22T12:01:30.000Z"`)) {
+	if got := core.MustJSON(k.view()); !bytes.Contains(got, []byte(`"last_used_at":"2026-11-22T12:01:30.000Z"`)) {
 		t.Fatalf("after a use the key renders %s", got)
 	}
 }
@@ -448,7 +449,7 @@ func TestUpgradeKeyRecord(t *testing.T) {
 	}
 	k := APIKey{ID: "key_qlt7eq66qkk5yfx2vfinfj37", Name: "ci \"quoted\" <b>", Scopes: uint32(scopes.All), Last4: "HKHQ",
 		CreatedAt: at(1), RevokedAt: at(5), LastUsedAt: at(3)}
-	current := mustJSON(k.view())
+	current := core.MustJSON(k.view())
 	if got, err := upgradeKeyRecord(current); err != nil || !bytes.Equal(got, current) {
 		t.Fatalf("current record changed:\n%s\nwas:\n%s (%v)", got, current, err)
 	}

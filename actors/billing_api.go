@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/money"
@@ -56,7 +57,7 @@ type walletReading struct {
 	creditState string
 }
 
-func (e *Engine) accountOf(c *Caller) (string, *walletHandle, *apierr.Error) {
+func (e *Engine) accountOf(c *core.Caller) (string, *walletHandle, *apierr.Error) {
 	h, err := e.projectOf(c)
 	if err != nil {
 		return "", nil, err
@@ -69,7 +70,7 @@ func (e *Engine) accountOf(c *Caller) (string, *walletHandle, *apierr.Error) {
 	return accountID, w, nil
 }
 
-func (e *Engine) readWallet(c *Caller) (walletReading, *apierr.Error) {
+func (e *Engine) readWallet(c *core.Caller) (walletReading, *apierr.Error) {
 	_, w, err := e.accountOf(c)
 	if err != nil {
 		return walletReading{}, err
@@ -82,12 +83,12 @@ func (e *Engine) readWallet(c *Caller) (walletReading, *apierr.Error) {
 }
 
 // Balance is GET /v1/billing/balance.
-func (e *Engine) Balance(c *Caller) ([]byte, *apierr.Error) {
+func (e *Engine) Balance(c *core.Caller) ([]byte, *apierr.Error) {
 	w, err := e.readWallet(c)
 	if err != nil {
 		return nil, err
 	}
-	return mustJSON(struct {
+	return core.MustJSON(struct {
 		Object    string `json:"object"`
 		Currency  string `json:"currency"`
 		Available string `json:"available"`
@@ -96,13 +97,13 @@ func (e *Engine) Balance(c *Caller) ([]byte, *apierr.Error) {
 }
 
 // Pricing is GET /v1/billing/pricing.
-func (e *Engine) Pricing(c *Caller) ([]byte, *apierr.Error) {
+func (e *Engine) Pricing(c *core.Caller) ([]byte, *apierr.Error) {
 	w, err := e.readWallet(c)
 	if err != nil {
 		return nil, err
 	}
 	b := &e.env.Settings.Billing
-	return mustJSON(struct {
+	return core.MustJSON(struct {
 		Object                 string `json:"object"`
 		Currency               string `json:"currency"`
 		ParticipantMinutePrice string `json:"participant_minute_price"`
@@ -115,7 +116,7 @@ func (e *Engine) Pricing(c *Caller) ([]byte, *apierr.Error) {
 }
 
 // Ledger is GET /v1/billing/ledger: the workspace's entries, newest first.
-func (e *Engine) Ledger(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) Ledger(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	accountID, _, err := e.accountOf(c)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (e *Engine) Ledger(c *Caller, limit int) ([]byte, *apierr.Error) {
 }
 
 // CreateTopup is POST /v1/billing/topups.
-func (e *Engine) CreateTopup(ctx context.Context, c *Caller, p *TopupParams, checkout CheckoutFunc) (Result, *apierr.Error) {
+func (e *Engine) CreateTopup(ctx context.Context, c *core.Caller, p *TopupParams, checkout CheckoutFunc) (Result, *apierr.Error) {
 	if p.Amount == nil {
 		return Result{}, apierr.Invalid("amount", "amount is required, a decimal string from 5.00 to 10000.00")
 	}
@@ -163,7 +164,7 @@ func (e *Engine) CreateTopup(ctx context.Context, c *Caller, p *TopupParams, che
 }
 
 // ListTopups is GET /v1/billing/topups.
-func (e *Engine) ListTopups(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListTopups(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	accountID, _, err := e.accountOf(c)
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func errTopupNotFound(id string) *apierr.Error {
 }
 
 // GetTopup is GET /v1/billing/topups/{payment_id}.
-func (e *Engine) GetTopup(c *Caller, paymentID string) ([]byte, *apierr.Error) {
+func (e *Engine) GetTopup(c *core.Caller, paymentID string) ([]byte, *apierr.Error) {
 	accountID, _, err := e.accountOf(c)
 	if err != nil {
 		return nil, err
@@ -256,7 +257,7 @@ func (e *Engine) AdjustBalance(accountID string, amount money.Micros, reason, op
 	if reason == "" || len(reason) > MaxAdjustmentReasonBytes {
 		return nil, apierr.Invalid("reason", "reason is required, at most %d bytes", MaxAdjustmentReasonBytes)
 	}
-	r := e.ask(w.pid, adjustBalance{amount: int64(amount), reason: reason, actor: Actor{Type: "operator", ID: operator}})
+	r := e.ask(w.pid, adjustBalance{amount: int64(amount), reason: reason, actor: core.Actor{Type: "operator", ID: operator}})
 	return r.Body, r.Err
 }
 
@@ -333,23 +334,23 @@ func (e *Engine) scanUsage(projectID string, from, to time.Time) ([]usageDay, us
 
 // usageReport parses the period and aggregates the project's finalized
 // usage over it: per day, and in total.
-func (e *Engine) usageReport(c *Caller, from, to string) (usagePeriodView, []usageDay, usageDay, *apierr.Error) {
+func (e *Engine) usageReport(c *core.Caller, from, to string) (usagePeriodView, []usageDay, usageDay, *apierr.Error) {
 	f, t, err := usagePeriod(from, to)
 	if err != nil {
 		return usagePeriodView{}, nil, usageDay{}, err
 	}
 	days, total, err := e.scanUsage(c.ProjectID, f, t)
 	// period.to is the instant after the last requested day.
-	return usagePeriodView{Timestamp(f), Timestamp(t.AddDate(0, 0, 1))}, days, total, err
+	return usagePeriodView{core.Timestamp(f), core.Timestamp(t.AddDate(0, 0, 1))}, days, total, err
 }
 
 // UsageSummary is GET /v1/usage/summary.
-func (e *Engine) UsageSummary(c *Caller, from, to string) ([]byte, *apierr.Error) {
+func (e *Engine) UsageSummary(c *core.Caller, from, to string) ([]byte, *apierr.Error) {
 	period, _, total, err := e.usageReport(c, from, to)
 	if err != nil {
 		return nil, err
 	}
-	return mustJSON(struct {
+	return core.MustJSON(struct {
 		Object             string          `json:"object"`
 		ProjectID          string          `json:"project_id"`
 		Period             usagePeriodView `json:"period"`
@@ -362,12 +363,12 @@ func (e *Engine) UsageSummary(c *Caller, from, to string) ([]byte, *apierr.Error
 }
 
 // UsageDaily is GET /v1/usage/daily: one entry per day of the period, oldest first.
-func (e *Engine) UsageDaily(c *Caller, from, to string) ([]byte, *apierr.Error) {
+func (e *Engine) UsageDaily(c *core.Caller, from, to string) ([]byte, *apierr.Error) {
 	period, days, _, err := e.usageReport(c, from, to)
 	if err != nil {
 		return nil, err
 	}
-	return mustJSON(struct {
+	return core.MustJSON(struct {
 		Object        string          `json:"object"`
 		ProjectID     string          `json:"project_id"`
 		Period        usagePeriodView `json:"period"`

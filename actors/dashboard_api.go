@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -141,19 +142,19 @@ func (e *Engine) lookupSession(token string) (*liveSession, *apierr.Error) {
 }
 
 // AuthenticateSession resolves a dashboard session token (rtc_us_).
-func (e *Engine) AuthenticateSession(token string) (*DashboardUser, *apierr.Error) {
+func (e *Engine) AuthenticateSession(token string) (*core.DashboardUser, *apierr.Error) {
 	ls, err := e.lookupSession(token)
 	if err != nil {
 		return nil, err
 	}
-	return &DashboardUser{UserID: ls.userID, SessionHash: ls.hash}, nil
+	return &core.DashboardUser{UserID: ls.userID, SessionHash: ls.hash}, nil
 }
 
 // AuthenticateSessionForProject resolves a session used on a project route
 // with X-Project-Id: the scopes come from the user's role in the project's
 // workspace. A project that does not exist, is archived, or belongs to a
 // workspace the user is not a member of is a 404, so ids do not leak.
-func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*Caller, *apierr.Error) {
+func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*core.Caller, *apierr.Error) {
 	ls, err := e.lookupSession(token)
 	if err != nil {
 		return nil, err
@@ -167,14 +168,14 @@ func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*Caller
 		return nil, notFound
 	}
 	p := h.gate.Record.Load()
-	if p == nil || p.Status != ProjectActive {
+	if p == nil || p.Status != core.ProjectActive {
 		return nil, notFound
 	}
 	role, ok := e.directoryShared.roleOf(ls.userID, p.AccountID)
 	if !ok {
 		return nil, notFound
 	}
-	return &Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.userID, Scopes: RoleScopes(role), Role: role}, nil
+	return &core.Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.userID, Scopes: RoleScopes(role), Role: role}, nil
 }
 
 // --- e-mail sign-in --------------------------------------------------------
@@ -220,10 +221,10 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 // link is recorded (and the answer waits for its write) even when no mail
 // goes out, so the answer takes the same path, and the same time, whatever
 // the address.
-func (a *directoryActor) startSignIn(c StartSignIn, req *Envelope) {
+func (a *directoryActor) startSignIn(c StartSignIn, req *core.Envelope) {
 	now := a.env.Clock.Now()
 	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
-		req.Respond(Reply{}) // the same 202; logged by the sweep's counters, not per request
+		req.Respond(core.Reply{}) // the same 202; logged by the sweep's counters, not per request
 		return
 	}
 	sends := recentWithin(a.signInSends[c.Email], now, time.Hour)
@@ -235,7 +236,7 @@ func (a *directoryActor) startSignIn(c StartSignIn, req *Envelope) {
 	link := SignInLink{Hash: c.Hash, Email: c.Email, InvitationHash: c.InvitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
 	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{SignInLinkCreated: &link})
-	answer := Reply{}
+	answer := core.Reply{}
 	if send {
 		answer.Value = SignInMail{To: c.Email, ExpiresAt: link.ExpiresAt}
 	}
@@ -345,16 +346,16 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 }
 
 // Logout ends the request's session at once.
-func (e *Engine) Logout(u *DashboardUser) *apierr.Error {
+func (e *Engine) Logout(u *core.DashboardUser) *apierr.Error {
 	return e.endSessions(u, false)
 }
 
 // LogoutAll ends every session of the user at once.
-func (e *Engine) LogoutAll(u *DashboardUser) *apierr.Error {
+func (e *Engine) LogoutAll(u *core.DashboardUser) *apierr.Error {
 	return e.endSessions(u, true)
 }
 
-func (e *Engine) endSessions(u *DashboardUser, all bool) *apierr.Error {
+func (e *Engine) endSessions(u *core.DashboardUser, all bool) *apierr.Error {
 	r := e.ask(e.directory, EndSessions{User: *u, All: all})
 	return r.Err
 }
@@ -377,7 +378,7 @@ func (a *directoryActor) me(userID string) []byte {
 		v.Accounts = append(v.Accounts, a.accountView(w, w.Members[userID].Role))
 	}
 	sortAccounts(v.Accounts)
-	return mustJSON(v)
+	return core.MustJSON(v)
 }
 
 func sortAccounts(vs []AccountView) {
@@ -389,13 +390,13 @@ func sortAccounts(vs []AccountView) {
 }
 
 // Me answers GET /v1/me.
-func (e *Engine) Me(u *DashboardUser) ([]byte, *apierr.Error) {
+func (e *Engine) Me(u *core.DashboardUser) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, ReadMe{User: *u})
 	return r.Body, r.Err
 }
 
 // UpdateMe changes the user's display name (PATCH /v1/me).
-func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
+func (e *Engine) UpdateMe(u *core.DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
 	name, err := checkDisplayName(p, true)
 	if err != nil {
 		return nil, err
@@ -406,7 +407,7 @@ func (e *Engine) UpdateMe(u *DashboardUser, p *NameParams) ([]byte, *apierr.Erro
 
 // CreateAccount creates another workspace owned by the user, with a first
 // project (POST /v1/accounts).
-func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
+func (e *Engine) CreateAccount(u *core.DashboardUser, p *NameParams) ([]byte, *apierr.Error) {
 	name, err := checkDisplayName(p, false)
 	if err != nil {
 		return nil, err
@@ -419,7 +420,7 @@ func (e *Engine) CreateAccount(u *DashboardUser, p *NameParams) ([]byte, *apierr
 }
 
 // RenameAccount renames a workspace (owners and admins).
-func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
+func (e *Engine) RenameAccount(u *core.DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
 	name, err := checkDisplayName(p, true)
 	if err != nil {
 		return nil, err
@@ -429,7 +430,7 @@ func (e *Engine) RenameAccount(u *DashboardUser, accountID string, p *NameParams
 }
 
 // ListAccountAuditLogs lists a workspace's audit log (owners and admins).
-func (e *Engine) ListAccountAuditLogs(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListAccountAuditLogs(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
 	role, ok := e.directoryShared.roleOf(u.UserID, accountID)
 	if !ok {
 		return nil, errNoAccount(accountID)
@@ -447,7 +448,7 @@ func (e *Engine) ListAccountAuditLogs(u *DashboardUser, accountID string, limit 
 func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail {
 	link := e.dashboardLink("/sign-in/email", url.Values{"token": {token}})
 	text := "Use this link to sign in to rtcd:\n\n" + link +
-		"\n\nIt works once and expires at " + Timestamp(expiresAt) + " (" + SignInLinkTTL.String() + ").\n" +
+		"\n\nIt works once and expires at " + core.Timestamp(expiresAt) + " (" + SignInLinkTTL.String() + ").\n" +
 		"If you did not ask for it, ignore this message.\n"
 	return outgoingMail{kind: "sign_in", link: link, msg: mail.Message{To: to, Subject: "Your rtcd sign-in link", Text: text}}
 }
@@ -456,7 +457,7 @@ func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail 
 func (e *Engine) invitationMail(to, token, workspace, inviter string, expiresAt time.Time) outgoingMail {
 	link := e.dashboardLink("/invitations/accept", url.Values{"invitation_token": {token}})
 	text := inviter + " invited you to the rtcd workspace \"" + workspace + "\".\n\nOpen this link to join:\n\n" + link +
-		"\n\nThe invitation is for this address only and expires at " + Timestamp(expiresAt) + ".\n"
+		"\n\nThe invitation is for this address only and expires at " + core.Timestamp(expiresAt) + ".\n"
 	return outgoingMail{kind: "invitation", link: link, msg: mail.Message{To: to, Subject: "You are invited to an rtcd workspace", Text: text}}
 }
 

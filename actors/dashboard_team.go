@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -13,7 +14,7 @@ import (
 // --- projects ------------------------------------------------------------------
 
 // CreateProject creates a project in a workspace (owners and admins).
-func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
+func (e *Engine) CreateProject(u *core.DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
 	name, err := checkDisplayName(p, true)
 	if err != nil {
 		return nil, err
@@ -24,7 +25,7 @@ func (e *Engine) CreateProject(u *DashboardUser, accountID string, p *NameParams
 
 // projectInAccount checks that u is a member of accountID and that
 // projectID belongs to it; anything else is a 404.
-func (e *Engine) projectInAccount(u *DashboardUser, accountID, projectID string) (*projectHandle, string, *apierr.Error) {
+func (e *Engine) projectInAccount(u *core.DashboardUser, accountID, projectID string) (*projectHandle, string, *apierr.Error) {
 	role, ok := e.directoryShared.roleOf(u.UserID, accountID)
 	if !ok {
 		return nil, "", errNoAccount(accountID)
@@ -43,7 +44,7 @@ func (e *Engine) projectInAccount(u *DashboardUser, accountID, projectID string)
 }
 
 // RenameProject renames a project (owners and admins).
-func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p *NameParams) ([]byte, *apierr.Error) {
+func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID string, p *NameParams) ([]byte, *apierr.Error) {
 	h, role, err := e.projectInAccount(u, accountID, projectID)
 	if err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func (e *Engine) RenameProject(u *DashboardUser, accountID, projectID string, p 
 // rule and marks the project as being archived, so that two archives in one
 // workspace cannot both pass the check; the project actor does the work
 // while the directory goes on serving (it never waits on another actor).
-func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
+func (e *Engine) ArchiveProject(u *core.DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
 	return r.Body, r.Err
 }
@@ -73,11 +74,11 @@ func (e *Engine) ArchiveProject(u *DashboardUser, accountID, projectID string) (
 
 func (a *directoryActor) memberView(w *Workspace, userID string) MemberView {
 	u, m := a.state.Users[userID], w.Members[userID]
-	return MemberView{Object: "member", UserID: userID, Email: u.Email, Name: u.Name, Role: m.Role, JoinedAt: Timestamp(m.JoinedAt)}
+	return MemberView{Object: "member", UserID: userID, Email: u.Email, Name: u.Name, Role: m.Role, JoinedAt: core.Timestamp(m.JoinedAt)}
 }
 
 // ListMembers lists a workspace's members, newest first (any member).
-func (e *Engine) ListMembers(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListMembers(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, ListMembers{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
@@ -93,7 +94,7 @@ var errLastOwner = apierr.New(apierr.Conflict, "a workspace always keeps an owne
 
 // UpdateMember changes a member's role (owners and admins; only owners
 // grant or take the owner role).
-func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *MemberParams) ([]byte, *apierr.Error) {
+func (e *Engine) UpdateMember(u *core.DashboardUser, accountID, userID string, p *MemberParams) ([]byte, *apierr.Error) {
 	if p.Role == nil || !validRole(*p.Role) {
 		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
 	}
@@ -104,7 +105,7 @@ func (e *Engine) UpdateMember(u *DashboardUser, accountID, userID string, p *Mem
 
 // RemoveMember removes a member (owners and admins; anyone may leave).
 // Admins cannot remove owners, and the last owner cannot go.
-func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
+func (e *Engine) RemoveMember(u *core.DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, RemoveMember{User: *u, AccountID: accountID, UserID: userID})
 	return r.Body, r.Err
 }
@@ -114,7 +115,7 @@ func (e *Engine) RemoveMember(u *DashboardUser, accountID, userID string) ([]byt
 // dropInvitationsBy revokes the pending invitations userID sent in w: an
 // invitation carries its sender's authority, which ends when they leave or
 // become a plain member. It returns the events and adds the audits to b.
-func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, userID string, u *DashboardUser) []directoryEvent {
+func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, userID string, u *core.DashboardUser) []directoryEvent {
 	now := a.env.Clock.Now()
 	var ids []string
 	for id, inv := range w.Invitations {
@@ -126,7 +127,7 @@ func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, u
 	events := make([]directoryEvent, 0, len(ids))
 	for _, id := range ids {
 		events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: id, Status: InvitationRevoked, At: now, By: u.UserID}})
-		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: id},
+		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", core.AuditTarget{Type: "invitation", ID: id},
 			map[string]any{"email": w.Invitations[id].Email, "reason": "inviter_lost_role"})
 	}
 	return events
@@ -152,7 +153,7 @@ func invitationRate(what string, limit int, times []time.Time, now time.Time) *a
 // CreateInvitation invites an e-mail address to a workspace (owners and
 // admins) and mails it the link. A pending invitation to the same address
 // is replaced.
-func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *InvitationParams) ([]byte, *apierr.Error) {
+func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *InvitationParams) ([]byte, *apierr.Error) {
 	if p.Email == nil {
 		return nil, apierr.Invalid("email", "email is required")
 	}
@@ -181,14 +182,14 @@ func (e *Engine) CreateInvitation(u *DashboardUser, accountID string, p *Invitat
 
 // ListInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
-func (e *Engine) ListInvitations(u *DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListInvitations(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, ListInvitations{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
 // RevokeInvitation revokes a pending invitation (owners and admins);
 // idempotent for one already closed.
-func (e *Engine) RevokeInvitation(u *DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
+func (e *Engine) RevokeInvitation(u *core.DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
 	r := e.ask(e.directory, RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
 	return r.Body, r.Err
 }
@@ -205,7 +206,7 @@ var errBadInvitation = apierr.New(apierr.InvalidRequest, "the invitation is inva
 
 // AcceptInvitation adds the signed-in user to the invitation's workspace;
 // the invitation must be addressed to the user's e-mail.
-func (e *Engine) AcceptInvitation(u *DashboardUser, p *AcceptParams) ([]byte, *apierr.Error) {
+func (e *Engine) AcceptInvitation(u *core.DashboardUser, p *AcceptParams) ([]byte, *apierr.Error) {
 	if p.InvitationToken == nil {
 		return nil, apierr.Invalid("invitation_token", "invitation_token is required")
 	}

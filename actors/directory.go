@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/actors/core"
 	"rtcd/persistence"
 	"rtcd/scopes"
 )
@@ -269,12 +270,12 @@ func newDirectoryState() *directoryState {
 // its owner, and the workspace's project. Later workspaces are events of
 // the running directory (newWorkspace).
 func directoryGenesis(b *persistence.Batch, owner User, workspace workspaceCreated, projectID string) *directoryState {
-	s := applyAll(newDirectoryState(),
+	s := core.ApplyAll(newDirectoryState(),
 		directoryEvent{UserCreated: &owner},
 		directoryEvent{WorkspaceCreated: &workspace},
 		directoryEvent{MemberSet: &memberSet{AccountID: workspace.ID, UserID: owner.ID, Role: RoleOwner, At: workspace.CreatedAt}},
 		directoryEvent{ProjectAdded: &workspaceProject{AccountID: workspace.ID, ProjectID: projectID}})
-	persistence.WriteSnapshotAt(b, directoryJournal(), 0, encode(s))
+	persistence.WriteSnapshotAt(b, directoryJournal(), 0, core.Encode(s))
 	return s
 }
 
@@ -463,7 +464,7 @@ func (s *directoryState) Apply(e *directoryEvent) error {
 			delete(s.SignInLinks, h)
 		}
 	default:
-		return errUnknownEvent
+		return core.ErrUnknownEvent
 	}
 	return nil
 }
@@ -535,11 +536,11 @@ func RoleScopes(role string) scopes.Set {
 // --- the actor --------------------------------------------------------------
 
 type directoryActor struct {
-	env       *Env
+	env       *core.Env
 	shared    *directoryShared // what the directory publishes
-	log       *eventLog[directoryEvent, *directoryState]
-	state     *directoryState // log.state
-	recovery  *Recovery
+	log       *core.Log[directoryEvent, *directoryState]
+	state     *directoryState // log.State()
+	recovery  *core.Recovery
 	recovered bool
 	// signInSends keeps, per address, when sign-in mails were sent within
 	// the last hour (SignInMailsPerAddressPerHour). Memory only: losing it
@@ -551,7 +552,7 @@ type directoryActor struct {
 	lastSweep time.Time
 }
 
-func (e *Engine) spawnDirectory(rec *Recovery) {
+func (e *Engine) spawnDirectory(rec *core.Recovery) {
 	a := &directoryActor{env: e.env, shared: e.directoryShared, recovery: rec}
 	rec.Add()
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
@@ -567,11 +568,11 @@ func (a *directoryActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
-	case sweep:
+	case core.Sweep:
 		a.sweep()
 	case touchSession:
 		a.touch(m)
-	case *Envelope:
+	case *core.Envelope:
 		a.handle(m)
 	case archiveDone:
 		delete(a.archiving, m.projectID)
@@ -600,12 +601,12 @@ func (a *directoryActor) load() error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
 	// A data directory initialised before the dashboard existed has no
 	// snapshot of the directory: it starts empty.
-	log, err := recoverLog(a.env.Store, directoryJournal(), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, directoryJournal(), a.env.Settings.SnapshotEveryEvents,
 		func() *directoryState { return &directoryState{} }, newDirectoryState)
 	if err != nil {
 		return err
 	}
-	a.log, a.state = log, log.state
+	a.log, a.state = log, log.State()
 	a.shared.sessions.Range(func(k, _ any) bool { a.shared.sessions.Delete(k); return true })
 	for _, ss := range a.state.Sessions {
 		a.publishSession(ss)
@@ -617,7 +618,7 @@ func (a *directoryActor) load() error {
 // record appends events to the directory's journal in b and applies them
 // (eventLog.record); the caller commits b.
 func (a *directoryActor) record(b *persistence.Batch, events ...directoryEvent) {
-	a.log.record(b, events...)
+	a.log.Record(b, events...)
 }
 
 func hashKey(h string) ([32]byte, bool) {

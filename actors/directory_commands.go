@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 )
@@ -37,62 +38,62 @@ type (
 	}
 	// EndSessions ends User's session, or all of User's sessions.
 	EndSessions struct {
-		User DashboardUser
+		User core.DashboardUser
 		All  bool
 	}
-	ReadMe     struct{ User DashboardUser }
+	ReadMe     struct{ User core.DashboardUser }
 	RenameUser struct {
-		User DashboardUser
+		User core.DashboardUser
 		Name string
 	}
 	CreateAccount struct {
-		User DashboardUser
+		User core.DashboardUser
 		Name string
 	}
 	RenameAccount struct {
-		User            DashboardUser
+		User            core.DashboardUser
 		AccountID, Name string
 	}
 	CreateProject struct {
-		User            DashboardUser
+		User            core.DashboardUser
 		AccountID, Name string
 	}
 	ArchiveProject struct {
-		User                 DashboardUser
+		User                 core.DashboardUser
 		AccountID, ProjectID string
 	}
 	ListMembers struct {
-		User      DashboardUser
+		User      core.DashboardUser
 		AccountID string
 		Limit     int
 	}
 	UpdateMember struct {
-		User                    DashboardUser
+		User                    core.DashboardUser
 		AccountID, UserID, Role string
 	}
 	RemoveMember struct {
-		User              DashboardUser
+		User              core.DashboardUser
 		AccountID, UserID string
 	}
 	// CreateInvitation invites Email (Hash is the keyed hash of the token
 	// the caller made and will mail).
 	CreateInvitation struct {
-		User                         DashboardUser
+		User                         core.DashboardUser
 		AccountID, Email, Role, Hash string
 	}
 	ListInvitations struct {
-		User      DashboardUser
+		User      core.DashboardUser
 		AccountID string
 		Limit     int
 	}
 	RevokeInvitation struct {
-		User                    DashboardUser
+		User                    core.DashboardUser
 		AccountID, InvitationID string
 	}
 	// AcceptInvitation accepts, for User, the invitation whose token hash
 	// is Hash.
 	AcceptInvitation struct {
-		User DashboardUser
+		User core.DashboardUser
 		Hash string
 	}
 	// ReadState answers the directory's state as its snapshot encodes it
@@ -121,7 +122,7 @@ type (
 )
 
 // handle runs one directory command.
-func (a *directoryActor) handle(req *Envelope) {
+func (a *directoryActor) handle(req *core.Envelope) {
 	switch c := req.Msg.(type) {
 	case StartSignIn:
 		a.startSignIn(c, req)
@@ -160,15 +161,15 @@ func (a *directoryActor) handle(req *Envelope) {
 	case AcceptInvitation:
 		a.acceptInvitation(c, req)
 	case ReadState:
-		req.Respond(Reply{Value: encode(a.state)})
+		req.Respond(core.Reply{Value: core.Encode(a.state)})
 	default:
-		refuseUnknown(req)
+		core.RefuseUnknown(req)
 	}
 }
 
 // projectIn is the gate of projectID when it belongs to w; anything else
 // is the 404.
-func (a *directoryActor) projectIn(w *Workspace, projectID string) (*ProjectGate, *apierr.Error) {
+func (a *directoryActor) projectIn(w *Workspace, projectID string) (*core.ProjectGate, *apierr.Error) {
 	if !ids.Valid(projectID, ids.Project) {
 		return nil, errNoProject(projectID)
 	}
@@ -185,28 +186,28 @@ func (a *directoryActor) projectIn(w *Workspace, projectID string) (*ProjectGate
 // createProject creates a project in a workspace (owners and admins): its p/ key and
 // first snapshot, project_added and the wa/ entry in one batch; the
 // project actor starts before the answer.
-func (a *directoryActor) createProject(c CreateProject, req *Envelope) {
+func (a *directoryActor) createProject(c CreateProject, req *core.Envelope) {
 	u, accountID, name := &c.User, c.AccountID, c.Name
 	w, _, err := a.manager(u.UserID, accountID, "create projects")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	if len(w.ProjectIDs) >= MaxProjectsPerAccount {
-		req.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d projects, archived ones included", MaxProjectsPerAccount).
+		req.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d projects, archived ones included", MaxProjectsPerAccount).
 			WithDetails("limit_name", "projects_per_account", "limit", MaxProjectsPerAccount)})
 		return
 	}
 	now := a.env.CreatedAt()
-	project := Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: ProjectActive, CreatedAt: now}
+	project := core.Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: core.ProjectActive, CreatedAt: now}
 	b := a.env.Store.NewBatch()
 	projectGenesis(b, project, nil)
 	a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
-	a.env.Audit.Account(b, w.ID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
-	body := mustJSON(projectView(&project))
+	a.env.Audit.Account(b, w.ID, u, "project.created", core.AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
+	body := core.MustJSON(projectView(&project))
 	a.commitAndStart(b, func() {
 		a.env.Registry.SpawnProject(project.ID, &project, nil) // its snapshot was just written: nobody waits on it
-	}, false, Reply{Status: 201, Body: body}, req.Respond)
+	}, false, core.Reply{Status: 201, Body: body}, req.Respond)
 }
 
 // archiveProject checks the last-project rule and who may (owners), marks the
@@ -215,59 +216,59 @@ func (a *directoryActor) createProject(c CreateProject, req *Envelope) {
 // directory never waits on another actor, so one slow project cannot hold
 // sign-ins. The project's answer is relayed to the caller, and
 // archiveDone clears the mark.
-func (a *directoryActor) archiveProject(c ArchiveProject, req *Envelope) {
+func (a *directoryActor) archiveProject(c ArchiveProject, req *core.Envelope) {
 	u, accountID, projectID := &c.User, c.AccountID, c.ProjectID
 	w, role, err := a.membership(u.UserID, accountID)
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	gate, err := a.projectIn(w, projectID)
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	if role != RoleOwner {
-		req.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
+		req.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can archive projects").WithDetails("role", role)})
 		return
 	}
 	if a.archiving[projectID] {
-		req.Respond(Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
+		req.Respond(core.Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
 		return
 	}
-	if p := gate.Record.Load(); p != nil && p.Status == ProjectActive {
+	if p := gate.Record.Load(); p != nil && p.Status == core.ProjectActive {
 		active := 0
 		for _, id := range w.ProjectIDs {
 			if gate, ok := a.env.Registry.ProjectGate(id); ok && !a.archiving[id] {
-				if p := gate.Record.Load(); p != nil && p.Status == ProjectActive {
+				if p := gate.Record.Load(); p != nil && p.Status == core.ProjectActive {
 					active++
 				}
 			}
 		}
 		if active <= 1 {
-			req.Respond(Reply{Err: apierr.New(apierr.LastProject, "a workspace keeps at least one active project; create another before archiving this one")})
+			req.Respond(core.Reply{Err: apierr.New(apierr.LastProject, "a workspace keeps at least one active project; create another before archiving this one")})
 			return
 		}
 	}
 	a.archiving[projectID] = true
 	registry := a.env.Registry
-	registry.Request(ProjectAddress(projectID), archiveProject{user: *u}, func(r Reply) {
+	registry.Request(core.ProjectAddress(projectID), core.ArchiveProject{User: *u}, func(r core.Reply) {
 		// The project always answers (a stopped one through the dead
 		// letter handler), so the mark is always cleared.
-		registry.Send(DirectoryAddress(), archiveDone{projectID: projectID})
+		registry.Send(core.DirectoryAddress(), archiveDone{projectID: projectID})
 		if r.Gone {
-			r = Reply{Err: errUnavailable}
+			r = core.Reply{Err: core.ErrUnavailable}
 		}
 		req.Respond(r)
 	})
 }
 
 // listMembers lists a workspace's members, newest first (any member).
-func (a *directoryActor) listMembers(c ListMembers, req *Envelope) {
+func (a *directoryActor) listMembers(c ListMembers, req *core.Envelope) {
 	u, accountID, limit := &c.User, c.AccountID, c.Limit
 	w, _, err := a.membership(u.UserID, accountID)
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	uids := make([]string, 0, len(w.Members))
@@ -280,35 +281,35 @@ func (a *directoryActor) listMembers(c ListMembers, req *Envelope) {
 	})
 	records := make([][]byte, 0, min(len(uids), limit+1))
 	for _, uid := range uids[:min(len(uids), limit+1)] {
-		records = append(records, mustJSON(a.memberView(w, uid)))
+		records = append(records, core.MustJSON(a.memberView(w, uid)))
 	}
-	req.Respond(Reply{Status: 200, Body: pageOf(records, limit)})
+	req.Respond(core.Reply{Status: 200, Body: pageOf(records, limit)})
 }
 
 // updateMember changes a member's role (owners and admins; only owners grant or
 // take the owner role).
-func (a *directoryActor) updateMember(c UpdateMember, req *Envelope) {
+func (a *directoryActor) updateMember(c UpdateMember, req *core.Envelope) {
 	u, accountID, userID, role := &c.User, c.AccountID, c.UserID, c.Role
 	w, callerRole, err := a.manager(u.UserID, accountID, "change roles")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	m, ok := w.Members[userID]
 	if !ok {
-		req.Respond(Reply{Err: errNoMember(userID)})
+		req.Respond(core.Reply{Err: errNoMember(userID)})
 		return
 	}
 	if (role == RoleOwner || m.Role == RoleOwner) && callerRole != RoleOwner {
-		req.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can grant or take the owner role").WithDetails("role", callerRole)})
+		req.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can grant or take the owner role").WithDetails("role", callerRole)})
 		return
 	}
 	if m.Role == role {
-		req.Respond(Reply{Status: 200, Body: mustJSON(a.memberView(w, userID))})
+		req.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.memberView(w, userID))})
 		return
 	}
 	if m.Role == RoleOwner && w.ownerCount() == 1 {
-		req.Respond(Reply{Err: errLastOwner})
+		req.Respond(core.Reply{Err: errLastOwner})
 		return
 	}
 	from := m.Role
@@ -318,61 +319,61 @@ func (a *directoryActor) updateMember(c UpdateMember, req *Envelope) {
 		events = append(events, a.dropInvitationsBy(b, w, userID, u)...)
 	}
 	a.record(b, events...)
-	a.env.Audit.Account(b, w.ID, u, "member.role_changed", AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
-	body := mustJSON(a.memberView(w, userID))
+	a.env.Audit.Account(b, w.ID, u, "member.role_changed", core.AuditTarget{Type: "user", ID: userID}, map[string]any{"from": from, "to": role})
+	body := core.MustJSON(a.memberView(w, userID))
 	a.publishRoles() // at once: a demotion takes effect before it is durable
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // removeMember removes a member (owners and admins; anyone may leave). Admins
 // cannot remove owners, and the last owner cannot go.
-func (a *directoryActor) removeMember(c RemoveMember, req *Envelope) {
+func (a *directoryActor) removeMember(c RemoveMember, req *core.Envelope) {
 	u, accountID, userID := &c.User, c.AccountID, c.UserID
 	w, callerRole, err := a.membership(u.UserID, accountID)
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	self := userID == u.UserID
 	if !self && callerRole != RoleOwner && callerRole != RoleAdmin {
-		req.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners and admins can remove members").WithDetails("role", callerRole)})
+		req.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "only owners and admins can remove members").WithDetails("role", callerRole)})
 		return
 	}
 	m, ok := w.Members[userID]
 	if !ok {
-		req.Respond(Reply{Err: errNoMember(userID)})
+		req.Respond(core.Reply{Err: errNoMember(userID)})
 		return
 	}
 	if m.Role == RoleOwner && !self && callerRole != RoleOwner {
-		req.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can remove an owner").WithDetails("role", callerRole)})
+		req.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "only owners can remove an owner").WithDetails("role", callerRole)})
 		return
 	}
 	if m.Role == RoleOwner && w.ownerCount() == 1 {
-		req.Respond(Reply{Err: errLastOwner})
+		req.Respond(core.Reply{Err: errLastOwner})
 		return
 	}
-	body := mustJSON(a.memberView(w, userID))
+	body := core.MustJSON(a.memberView(w, userID))
 	b := a.env.Store.NewBatch()
 	events := append(a.dropInvitationsBy(b, w, userID, u), directoryEvent{MemberRemoved: &memberRemoved{AccountID: w.ID, UserID: userID}})
 	a.record(b, events...)
-	a.env.Audit.Account(b, w.ID, u, "member.removed", AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
+	a.env.Audit.Account(b, w.ID, u, "member.removed", core.AuditTarget{Type: "user", ID: userID}, map[string]any{"role": m.Role})
 	a.publishRoles() // at once: failing safe
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // createInvitation records an invitation (owners and admins), replacing a pending
 // one to the same address, and answers, once durable, with the mail to
 // send (InvitationMail in Reply.Value).
-func (a *directoryActor) createInvitation(c CreateInvitation, req *Envelope) {
+func (a *directoryActor) createInvitation(c CreateInvitation, req *core.Envelope) {
 	u, accountID, email, role, hash := &c.User, c.AccountID, c.Email, c.Role, c.Hash
 	w, _, err := a.manager(u.UserID, accountID, "invite people")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	if uid, ok := a.state.byEmail[email]; ok {
 		if _, member := w.Members[uid]; member {
-			req.Respond(Reply{Err: apierr.New(apierr.Conflict, "%s is already a member of this workspace", email).WithDetails("reason", "already_member")})
+			req.Respond(core.Reply{Err: apierr.New(apierr.Conflict, "%s is already a member of this workspace", email).WithDetails("reason", "already_member")})
 			return
 		}
 	}
@@ -398,20 +399,20 @@ func (a *directoryActor) createInvitation(c CreateInvitation, req *Envelope) {
 		}
 	}
 	if len(accountHour) >= InvitationsPerHourPerAccount {
-		req.Respond(Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
+		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
 		return
 	}
 	if len(userHour) >= InvitationsPerHourPerUser {
-		req.Respond(Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
+		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
 		return
 	}
 	if len(open)-len(replaced) >= MaxOpenInvitationsPerAccount {
-		req.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d open invitations; revoke one first", MaxOpenInvitationsPerAccount).
+		req.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d open invitations; revoke one first", MaxOpenInvitationsPerAccount).
 			WithDetails("limit_name", "open_invitations_per_account", "limit", MaxOpenInvitationsPerAccount)})
 		return
 	}
 	if len(w.Members)+len(open)-len(replaced) >= MaxMembersPerAccount {
-		req.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d members, open invitations included", MaxMembersPerAccount).
+		req.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "a workspace can have at most %d members, open invitations included", MaxMembersPerAccount).
 			WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
 		return
 	}
@@ -421,28 +422,28 @@ func (a *directoryActor) createInvitation(c CreateInvitation, req *Envelope) {
 	var events []directoryEvent
 	for _, old := range replaced {
 		events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: old.ID, Status: InvitationRevoked, At: now}})
-		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: old.ID}, map[string]any{"email": old.Email, "reason": "replaced"})
+		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", core.AuditTarget{Type: "invitation", ID: old.ID}, map[string]any{"email": old.Email, "reason": "replaced"})
 	}
 	events = append(events, directoryEvent{InvitationCreated: &inv})
 	a.record(b, events...)
-	a.env.Audit.Account(b, w.ID, u, "invitation.created", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": email, "role": role})
+	a.env.Audit.Account(b, w.ID, u, "invitation.created", core.AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": email, "role": role})
 	inviter := a.state.Users[u.UserID]
 	from := inviter.Email
 	if inviter.Name != "" {
 		from = inviter.Name + " (" + inviter.Email + ")"
 	}
 	mail := InvitationMail{To: email, Workspace: w.Name, Inviter: from, ExpiresAt: inv.ExpiresAt}
-	body := mustJSON(inv.view(now))
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 201, Body: body, Value: mail}) })
+	body := core.MustJSON(inv.view(now))
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 201, Body: body, Value: mail}) })
 }
 
 // listInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
-func (a *directoryActor) listInvitations(c ListInvitations, req *Envelope) {
+func (a *directoryActor) listInvitations(c ListInvitations, req *core.Envelope) {
 	u, accountID, limit := &c.User, c.AccountID, c.Limit
 	w, _, err := a.manager(u.UserID, accountID, "see invitations")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	invs := make([]*Invitation, 0, len(w.Invitations))
@@ -455,62 +456,62 @@ func (a *directoryActor) listInvitations(c ListInvitations, req *Envelope) {
 	now := a.env.Clock.Now()
 	records := make([][]byte, 0, min(len(invs), limit+1))
 	for _, inv := range invs[:min(len(invs), limit+1)] {
-		records = append(records, mustJSON(inv.view(now)))
+		records = append(records, core.MustJSON(inv.view(now)))
 	}
-	req.Respond(Reply{Status: 200, Body: pageOf(records, limit)})
+	req.Respond(core.Reply{Status: 200, Body: pageOf(records, limit)})
 }
 
 // revokeInvitation revokes a pending invitation (owners and admins); idempotent
 // for one already closed.
-func (a *directoryActor) revokeInvitation(c RevokeInvitation, req *Envelope) {
+func (a *directoryActor) revokeInvitation(c RevokeInvitation, req *core.Envelope) {
 	u, accountID, invitationID := &c.User, c.AccountID, c.InvitationID
 	w, _, err := a.manager(u.UserID, accountID, "revoke invitations")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	inv, ok := w.Invitations[invitationID]
 	if !ok {
-		req.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "no invitation %q in this workspace", invitationID).
+		req.Respond(core.Reply{Err: apierr.New(apierr.InvalidRequest, "no invitation %q in this workspace", invitationID).
 			WithDetails("reason", "invitation_not_found").WithStatus(404)})
 		return
 	}
 	now := a.env.Clock.Now()
 	if inv.statusAt(now) != InvitationPending {
-		req.Respond(Reply{Status: 200, Body: mustJSON(inv.view(now))})
+		req.Respond(core.Reply{Status: 200, Body: core.MustJSON(inv.view(now))})
 		return
 	}
 	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationRevoked, At: now}})
-	a.env.Audit.Account(b, w.ID, u, "invitation.revoked", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
-	body := mustJSON(inv.view(now))
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Audit.Account(b, w.ID, u, "invitation.revoked", core.AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+	body := core.MustJSON(inv.view(now))
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // acceptInvitation adds the signed-in user to the invitation's workspace; the
 // invitation must be addressed to the user's e-mail.
-func (a *directoryActor) acceptInvitation(c AcceptInvitation, req *Envelope) {
+func (a *directoryActor) acceptInvitation(c AcceptInvitation, req *core.Envelope) {
 	u, hash := &c.User, c.Hash
 	now := a.env.Clock.Now()
 	inv, ok := a.state.invitations[hash]
 	user, uok := a.state.Users[u.UserID]
 	if !uok {
-		req.Respond(Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: errBadSession})
 		return
 	}
 	if !ok || inv.statusAt(now) != InvitationPending {
-		req.Respond(Reply{Err: errBadInvitation})
+		req.Respond(core.Reply{Err: errBadInvitation})
 		return
 	}
 	if inv.Email != user.Email {
-		req.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "this invitation is addressed to another e-mail address; sign in as that address to accept it").
+		req.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "this invitation is addressed to another e-mail address; sign in as that address to accept it").
 			WithDetails("reason", "invitation_email_mismatch")})
 		return
 	}
 	w := a.state.Workspaces[inv.AccountID]
 	_, member := w.Members[user.ID]
 	if !member && len(w.Members) >= MaxMembersPerAccount {
-		req.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the workspace has %d members, the maximum", MaxMembersPerAccount).
+		req.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "the workspace has %d members, the maximum", MaxMembersPerAccount).
 			WithDetails("limit_name", "members_per_account", "limit", MaxMembersPerAccount)})
 		return
 	}
@@ -518,40 +519,40 @@ func (a *directoryActor) acceptInvitation(c AcceptInvitation, req *Envelope) {
 	events := []directoryEvent{{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationAccepted, At: now, By: user.ID}}}
 	if !member {
 		events = append(events, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: user.ID, Role: inv.Role, At: now}})
-		a.env.Audit.Account(b, w.ID, u, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
+		a.env.Audit.Account(b, w.ID, u, "member.added", core.AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
 	}
-	a.env.Audit.Account(b, w.ID, u, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+	a.env.Audit.Account(b, w.ID, u, "invitation.accepted", core.AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 	a.record(b, events...)
-	body := mustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
+	body := core.MustJSON(InvitationAcceptance{Object: "invitation_acceptance", InvitationID: inv.ID,
 		JoinedAccount: a.accountView(w, w.Members[user.ID].Role)})
-	a.commitAndStart(b, func() {}, true, Reply{Status: 200, Body: body}, req.Respond)
+	a.commitAndStart(b, func() {}, true, core.Reply{Status: 200, Body: body}, req.Respond)
 }
 
 // peekSignIn tells which address a link is for, without using it.
-func (a *directoryActor) peekSignIn(c PeekSignIn, req *Envelope) {
+func (a *directoryActor) peekSignIn(c PeekSignIn, req *core.Envelope) {
 	hash := c.Hash
 	now := a.env.Clock.Now()
 	link, ok := a.state.SignInLinks[hash]
 	if !ok || !now.Before(link.ExpiresAt) {
-		req.Respond(Reply{Err: errBadLink})
+		req.Respond(core.Reply{Err: errBadLink})
 		return
 	}
-	v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: Timestamp(link.ExpiresAt)}
+	v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: core.Timestamp(link.ExpiresAt)}
 	if inv := a.usableInvitation(link.InvitationHash, link.Email, now); inv != nil {
 		w := a.state.Workspaces[inv.AccountID]
 		v.Invitation = &InvitationPeek{AccountID: w.ID, AccountName: w.Name, Role: inv.Role}
 	}
-	req.Respond(Reply{Status: 200, Body: mustJSON(v)})
+	req.Respond(core.Reply{Status: 200, Body: core.MustJSON(v)})
 }
 
 // verifySignIn exchanges a link for a session, once: the link is deleted in the
 // same step that creates the session.
-func (a *directoryActor) verifySignIn(c VerifySignIn, req *Envelope) {
+func (a *directoryActor) verifySignIn(c VerifySignIn, req *core.Envelope) {
 	hash, sessionToken, sessionHash, requestID, sourceIP := c.Hash, c.SessionToken, c.SessionHash, c.RequestID, c.SourceIP
 	now := a.env.Clock.Now()
 	link, ok := a.state.SignInLinks[hash]
 	if !ok || !now.Before(link.ExpiresAt) {
-		req.Respond(Reply{Err: errBadLink})
+		req.Respond(core.Reply{Err: errBadLink})
 		return
 	}
 	b := a.env.Store.NewBatch()
@@ -559,21 +560,21 @@ func (a *directoryActor) verifySignIn(c VerifySignIn, req *Envelope) {
 	start, view := a.completeSignIn(b, signInRequest{
 		email: link.Email, method: "email", invitationHash: link.InvitationHash,
 		sessionToken: sessionToken, sessionHash: sessionHash,
-		user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
+		user: &core.DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 	}, now)
-	a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, req.Respond)
+	a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, core.Reply{Status: 200, Body: core.MustJSON(view)}, req.Respond)
 }
 
 // signInWithGoogle creates a session for a verified Google identity, joining the
 // workspace of an invitation addressed to its e-mail.
-func (a *directoryActor) signInWithGoogle(c SignInWithGoogle, req *Envelope) {
+func (a *directoryActor) signInWithGoogle(c SignInWithGoogle, req *core.Envelope) {
 	id, email, name, invitationHash, sessionToken, sessionHash, requestID, sourceIP := c.Identity, c.Email, c.Name, c.InvitationHash, c.SessionToken, c.SessionHash, c.RequestID, c.SourceIP
 	// Users are keyed on the provider's subject: an address already
 	// linked to another Google account (addresses get reused) does
 	// not sign in to it.
 	if _, linked := a.state.byGoogle[id.Subject]; !linked {
 		if uid, ok := a.state.byEmail[email]; ok && a.state.Users[uid].GoogleSubject != "" {
-			req.Respond(Reply{Err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
+			req.Respond(core.Reply{Err: apierr.New(apierr.AuthenticationFailed, "this e-mail address is linked to another Google account; sign in with that account or by e-mail link")})
 			return
 		}
 	}
@@ -581,14 +582,14 @@ func (a *directoryActor) signInWithGoogle(c SignInWithGoogle, req *Envelope) {
 	start, view := a.completeSignIn(b, signInRequest{
 		email: email, googleSubject: id.Subject, name: name, method: "google", invitationHash: invitationHash,
 		sessionToken: sessionToken, sessionHash: sessionHash,
-		user: &DashboardUser{RequestID: requestID, SourceIP: sourceIP},
+		user: &core.DashboardUser{RequestID: requestID, SourceIP: sourceIP},
 	}, a.env.Clock.Now())
-	a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, Reply{Status: 200, Body: mustJSON(view)}, req.Respond)
+	a.commitAndStart(b, start, view.JoinedAccount != nil || view.CreatedAccount != nil, core.Reply{Status: 200, Body: core.MustJSON(view)}, req.Respond)
 }
 
 // endSessions ends the request's session, or every session of the user,
 // withdrawing them from authentication at once.
-func (a *directoryActor) endSessions(c EndSessions, req *Envelope) {
+func (a *directoryActor) endSessions(c EndSessions, req *core.Envelope) {
 	u, all := &c.User, c.All
 	hashes := []string{u.SessionHash}
 	if all {
@@ -607,43 +608,43 @@ func (a *directoryActor) endSessions(c EndSessions, req *Envelope) {
 	if len(live) == 0 {
 		// Already ended, perhaps by a batch still on its way to disk (a
 		// concurrent logout): answer once that is durable.
-		a.env.Store.AfterDurable(func() { req.Respond(Reply{}) })
+		a.env.Store.AfterDurable(func() { req.Respond(core.Reply{}) })
 		return
 	}
 	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{SessionsEnded: &sessionsEnded{Hashes: live}})
-	a.env.Store.Commit(b, func() { req.Respond(Reply{}) })
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{}) })
 }
 
 // readMe answers GET /v1/me.
-func (a *directoryActor) readMe(c ReadMe, req *Envelope) {
+func (a *directoryActor) readMe(c ReadMe, req *core.Envelope) {
 	u := &c.User
 	if _, ok := a.state.Users[u.UserID]; !ok {
-		req.Respond(Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: errBadSession})
 		return
 	}
-	req.Respond(Reply{Status: 200, Body: a.me(u.UserID)})
+	req.Respond(core.Reply{Status: 200, Body: a.me(u.UserID)})
 }
 
 // renameUser changes the user's display name.
-func (a *directoryActor) renameUser(c RenameUser, req *Envelope) {
+func (a *directoryActor) renameUser(c RenameUser, req *core.Envelope) {
 	u, name := &c.User, c.Name
 	if _, ok := a.state.Users[u.UserID]; !ok {
-		req.Respond(Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: errBadSession})
 		return
 	}
 	b := a.env.Store.NewBatch()
 	a.record(b, directoryEvent{UserUpdated: &userUpdated{UserID: u.UserID, Name: name}})
 	body := a.me(u.UserID)
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // createAccount creates another workspace owned by the user, with a first
 // project.
-func (a *directoryActor) createAccount(c CreateAccount, req *Envelope) {
+func (a *directoryActor) createAccount(c CreateAccount, req *core.Envelope) {
 	u, name := &c.User, c.Name
 	if n := a.ownedCount(u.UserID); n >= MaxOwnedAccountsPerUser {
-		req.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
+		req.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "a user can own at most %d workspaces", MaxOwnedAccountsPerUser).
 			WithDetails("limit_name", "owned_accounts_per_user", "limit", MaxOwnedAccountsPerUser)})
 		return
 	}
@@ -651,21 +652,21 @@ func (a *directoryActor) createAccount(c CreateAccount, req *Envelope) {
 	b := a.env.Store.NewBatch()
 	view, events, start := a.newWorkspace(b, u.UserID, name, u, now)
 	a.record(b, events...)
-	a.commitAndStart(b, start, true, Reply{Status: 201, Body: mustJSON(view)}, req.Respond)
+	a.commitAndStart(b, start, true, core.Reply{Status: 201, Body: core.MustJSON(view)}, req.Respond)
 }
 
 // renameAccount renames a workspace (owners and admins).
-func (a *directoryActor) renameAccount(c RenameAccount, req *Envelope) {
+func (a *directoryActor) renameAccount(c RenameAccount, req *core.Envelope) {
 	u, accountID, name := &c.User, c.AccountID, c.Name
 	w, role, err := a.manager(u.UserID, accountID, "rename a workspace")
 	if err != nil {
-		req.Respond(Reply{Err: err})
+		req.Respond(core.Reply{Err: err})
 		return
 	}
 	b := a.env.Store.NewBatch()
 	old := w.Name
 	a.record(b, directoryEvent{WorkspaceRenamed: &workspaceRenamed{AccountID: w.ID, Name: name}})
-	a.env.Audit.Account(b, w.ID, u, "account.renamed", AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
-	body := mustJSON(a.accountView(w, role))
-	a.env.Store.Commit(b, func() { req.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Audit.Account(b, w.ID, u, "account.renamed", core.AuditTarget{Type: "account", ID: w.ID}, map[string]any{"from": old, "to": name})
+	body := core.MustJSON(a.accountView(w, role))
+	a.env.Store.Commit(b, func() { req.Respond(core.Reply{Status: 200, Body: body}) })
 }

@@ -6,25 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
 )
-
-// DashboardUser is the authenticated person of a dashboard request.
-type DashboardUser struct {
-	UserID      string
-	SessionHash string
-	RequestID   string
-	SourceIP    string
-}
-
-func (u *DashboardUser) actor() Actor { return Actor{Type: "user", ID: u.UserID} }
-
-// caller is u acting on one project (audit entries of project actors).
-func (u *DashboardUser) caller(projectID string) *Caller {
-	return &Caller{ProjectID: projectID, ActorType: "user", ActorID: u.UserID, RequestID: u.RequestID, SourceIP: u.SourceIP}
-}
 
 // errNoAccount is the answer for a workspace the user is not a member of,
 // or that does not exist: 404, never 403, so ids do not leak.
@@ -107,24 +93,24 @@ type SessionView struct {
 }
 
 func (u *User) view() UserView {
-	return UserView{Object: "user", ID: u.ID, Email: u.Email, Name: u.Name, CreatedAt: Timestamp(u.CreatedAt)}
+	return UserView{Object: "user", ID: u.ID, Email: u.Email, Name: u.Name, CreatedAt: core.Timestamp(u.CreatedAt)}
 }
 
 func (inv *Invitation) view(now time.Time) InvitationView {
 	return InvitationView{Object: "invitation", ID: inv.ID, AccountID: inv.AccountID, Email: inv.Email, Role: inv.Role,
-		Status: inv.statusAt(now), InvitedBy: inv.InvitedBy, CreatedAt: Timestamp(inv.CreatedAt),
-		ExpiresAt: Timestamp(inv.ExpiresAt), ClosedAt: optionalTimestamp(inv.ClosedAt)}
+		Status: inv.statusAt(now), InvitedBy: inv.InvitedBy, CreatedAt: core.Timestamp(inv.CreatedAt),
+		ExpiresAt: core.Timestamp(inv.ExpiresAt), ClosedAt: core.OptionalTimestamp(inv.ClosedAt)}
 }
 
-func projectView(p *Project) ProjectView {
+func projectView(p *core.Project) ProjectView {
 	return ProjectView{Object: "project", ID: p.ID, AccountID: p.AccountID, Name: p.Name, Status: p.Status,
-		CreatedAt: Timestamp(p.CreatedAt), ArchivedAt: optionalTimestamp(p.ArchivedAt)}
+		CreatedAt: core.Timestamp(p.CreatedAt), ArchivedAt: core.OptionalTimestamp(p.ArchivedAt)}
 }
 
 // accountView renders w for a member with role. Project records come from
 // the project actors' published views.
 func (a *directoryActor) accountView(w *Workspace, role string) AccountView {
-	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: Timestamp(w.CreatedAt), Projects: []ProjectView{}}
+	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: core.Timestamp(w.CreatedAt), Projects: []ProjectView{}}
 	for _, id := range w.ProjectIDs {
 		if gate, ok := a.env.Registry.ProjectGate(id); ok {
 			if p := gate.Record.Load(); p != nil {
@@ -156,27 +142,6 @@ func pageOf(records [][]byte, limit int) []byte {
 		b.WriteString(`],"page":{"has_more":false}}`)
 	}
 	return []byte(b.String())
-}
-
-// --- workspace audit -------------------------------------------------------
-
-// writeAccountAudit adds a workspace-level audit entry (team, invitations,
-// projects) to b.
-func (e *Engine) writeAccountAudit(b *persistence.Batch, accountID string, u *DashboardUser, action string, target AuditTarget, details map[string]any) {
-	now := e.env.CreatedAt()
-	if details == nil {
-		details = map[string]any{}
-	}
-	entry := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Target: target,
-		CreatedAt: Timestamp(now), Details: details}
-	if u != nil {
-		entry.Actor = u.actor()
-		entry.RequestID = optionalString(u.RequestID)
-		entry.SourceIP = optionalString(u.SourceIP)
-	} else {
-		entry.Actor = Actor{Type: "system", ID: "rtcd"}
-	}
-	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), entry.ID), mustJSON(entry))
 }
 
 // --- shared steps ------------------------------------------------------------
@@ -220,18 +185,18 @@ func (a *directoryActor) ownedCount(userID string) int {
 // and a first project, and returns its view (as its owner sees it), the
 // directory events and a function that starts the wallet and project
 // actors (call it once b is applied).
-func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string, u *DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
+func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string, u *core.DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
 	env := a.env
 	accountID := ids.New(ids.Account)
-	project := Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: ProjectActive, CreatedAt: now}
+	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
 	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
 	walletGenesis(b, account, env.Settings.Billing, 0, now)
 	projectGenesis(b, project, nil)
 	if u == nil {
-		u = &DashboardUser{UserID: ownerID}
+		u = &core.DashboardUser{UserID: ownerID}
 	}
-	env.Audit.Account(b, accountID, u, "account.created", AuditTarget{Type: "account", ID: accountID}, map[string]any{"name": name})
-	env.Audit.Account(b, accountID, u, "project.created", AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": project.Name})
+	env.Audit.Account(b, accountID, u, "account.created", core.AuditTarget{Type: "account", ID: accountID}, map[string]any{"name": name})
+	env.Audit.Account(b, accountID, u, "project.created", core.AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": project.Name})
 	events := []directoryEvent{
 		{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: name, CreatedAt: now}},
 		{MemberSet: &memberSet{AccountID: accountID, UserID: ownerID, Role: RoleOwner, At: now}},
@@ -242,7 +207,7 @@ func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string
 		env.Registry.SpawnWallet(accountID, nil)
 		env.Registry.SpawnProject(project.ID, &project, nil)
 	}
-	view := AccountView{Object: "account", ID: accountID, Name: name, Role: RoleOwner, CreatedAt: Timestamp(now),
+	view := AccountView{Object: "account", ID: accountID, Name: name, Role: RoleOwner, CreatedAt: core.Timestamp(now),
 		Projects: []ProjectView{projectView(&project)}}
 	return view, events, start
 }
@@ -262,7 +227,7 @@ type signInRequest struct {
 	invitationHash string // "" when none
 	sessionToken   string
 	sessionHash    string
-	user           *DashboardUser // request id and source ip for audits
+	user           *core.DashboardUser // request id and source ip for audits
 }
 
 // completeSignIn finds or creates the user, applies an invitation addressed
@@ -289,7 +254,7 @@ func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, n
 		user = User{ID: ids.New(ids.User), Email: r.email, Name: r.name, GoogleSubject: r.googleSubject, CreatedAt: now}
 		events = append(events, directoryEvent{UserCreated: &user})
 	}
-	actor := &DashboardUser{UserID: user.ID, RequestID: r.user.RequestID, SourceIP: r.user.SourceIP}
+	actor := &core.DashboardUser{UserID: user.ID, RequestID: r.user.RequestID, SourceIP: r.user.SourceIP}
 
 	var joined *AccountView
 	var joinedWorkspace *Workspace
@@ -297,11 +262,11 @@ func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, n
 		w := a.state.Workspaces[inv.AccountID]
 		if _, member := w.Members[user.ID]; !member && len(w.Members) < MaxMembersPerAccount {
 			events = append(events, directoryEvent{MemberSet: &memberSet{AccountID: w.ID, UserID: user.ID, Role: inv.Role, At: now}})
-			a.env.Audit.Account(b, w.ID, actor, "member.added", AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
+			a.env.Audit.Account(b, w.ID, actor, "member.added", core.AuditTarget{Type: "user", ID: user.ID}, map[string]any{"role": inv.Role, "invitation_id": inv.ID})
 		}
 		if _, member := w.Members[user.ID]; member || len(w.Members) < MaxMembersPerAccount {
 			events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: inv.ID, Status: InvitationAccepted, At: now, By: user.ID}})
-			a.env.Audit.Account(b, w.ID, actor, "invitation.accepted", AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
+			a.env.Audit.Account(b, w.ID, actor, "invitation.accepted", core.AuditTarget{Type: "invitation", ID: inv.ID}, map[string]any{"email": inv.Email})
 			joinedWorkspace = w
 		}
 	}
@@ -334,7 +299,7 @@ func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, n
 		v := a.accountView(joinedWorkspace, joinedWorkspace.Members[user.ID].Role)
 		joined = &v
 	}
-	view := SessionView{Object: "session", Token: r.sessionToken, ExpiresAt: Timestamp(session.ExpiresAt),
+	view := SessionView{Object: "session", Token: r.sessionToken, ExpiresAt: core.Timestamp(session.ExpiresAt),
 		IdleTimeoutSeconds: int(SessionIdleTimeout / time.Second), User: a.state.Users[user.ID].view(),
 		JoinedAccount: joined, CreatedAccount: created}
 	return start, view
@@ -357,7 +322,7 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 // memberships changed, republishes the roles; it answers once b is
 // durable. The answer waits for start: a caller told about a new project
 // may use it at once, so its actor must be registered first.
-func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer Reply, respond func(Reply)) {
+func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), rolesChanged bool, answer core.Reply, respond func(core.Reply)) {
 	started := make(chan struct{})
 	a.env.Store.Commit(b, func() {
 		<-started

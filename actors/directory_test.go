@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -154,7 +155,7 @@ func dirRoles(s *directoryState) map[string]map[string]string {
 func reloaded(t *testing.T, s *directoryState) *directoryState {
 	t.Helper()
 	var r directoryState
-	if err := json.Unmarshal(encode(s), &r); err != nil {
+	if err := json.Unmarshal(core.Encode(s), &r); err != nil {
 		t.Fatal(err)
 	}
 	r.index()
@@ -166,13 +167,13 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	live := newDirectoryState()
 	fromJournal := newDirectoryState() // each event through its JSON, as recovery reads it
 	for i := range events {
-		before := string(encode(&events[i]))
+		before := string(core.Encode(&events[i]))
 		mustApply(t, live, &events[i])
-		if after := string(encode(&events[i])); after != before {
+		if after := string(core.Encode(&events[i])); after != before {
 			t.Fatalf("event %d: apply changed its event:\n%s\n%s", i, before, after)
 		}
 		var ev directoryEvent
-		if err := json.Unmarshal(encode(&events[i]), &ev); err != nil {
+		if err := json.Unmarshal(core.Encode(&events[i]), &ev); err != nil {
 			t.Fatal(err)
 		}
 		mustApply(t, fromJournal, &ev)
@@ -180,9 +181,9 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 		// After every event: the snapshot round trip and the journal replay
 		// give the same state, the same indexes and the same roles.
 		snap := reloaded(t, live)
-		want, wantIdx := string(encode(live)), dirIndexes(t, live)
+		want, wantIdx := string(core.Encode(live)), dirIndexes(t, live)
 		for name, got := range map[string]*directoryState{"snapshot": snap, "journal": fromJournal} {
-			if s := string(encode(got)); s != want {
+			if s := string(core.Encode(got)); s != want {
 				t.Fatalf("after event %d, %s state differs:\n%s\nwant\n%s", i, name, s, want)
 			}
 			if idx := dirIndexes(t, got); idx != wantIdx {
@@ -210,7 +211,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 			l.Email = "mutated@example.com"
 		}
 	}
-	if got := string(encode(live)); strings.Contains(got, "mutated") {
+	if got := string(core.Encode(live)); strings.Contains(got, "mutated") {
 		t.Fatalf("the state aliases its events: %s", got)
 	}
 
@@ -274,7 +275,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	for _, ev := range directoryEvents() {
 		mustApply(t, again, &ev)
 	}
-	if string(encode(again)) != string(encode(reloaded(t, again))) || dirIndexes(t, again) != want {
+	if string(core.Encode(again)) != string(core.Encode(reloaded(t, again))) || dirIndexes(t, again) != want {
 		t.Error("a second replay differs")
 	}
 }
@@ -333,13 +334,13 @@ func (env *dirEnv) open() {
 		t.Fatal(err)
 	}
 	if ok, _ := Initialized(store); !ok {
-		if env.boot, err = Bootstrap(store, env.keys, env.clk, Billing{Currency: "USD"}, "Owner@Example.com"); err != nil {
+		if env.boot, err = Bootstrap(store, env.keys, env.clk, core.Billing{Currency: "USD"}, "Owner@Example.com"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	limits := Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
+	limits := core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
 		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
-	e, err := New(Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
+	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
 		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 5},
 		store, env.clk, ratelimit.NewMemory(), env.keys)
 	if err != nil {
@@ -416,7 +417,7 @@ func (env *dirEnv) signIn(address string) SessionView {
 	return v
 }
 
-func (env *dirEnv) me(u *DashboardUser) MeView {
+func (env *dirEnv) me(u *core.DashboardUser) MeView {
 	env.t.Helper()
 	body, err := env.e.Me(u)
 	if err != nil {
@@ -429,7 +430,7 @@ func (env *dirEnv) me(u *DashboardUser) MeView {
 	return v
 }
 
-func (env *dirEnv) mustAuth(token string) *DashboardUser {
+func (env *dirEnv) mustAuth(token string) *core.DashboardUser {
 	env.t.Helper()
 	u, err := env.e.AuthenticateSession(token)
 	if err != nil {
@@ -690,7 +691,7 @@ func TestConcurrentVerifyOfOneLinkSucceedsOnce(t *testing.T) {
 }
 
 // invite has the owner invite address and returns the token mailed to it.
-func (env *dirEnv) invite(u *DashboardUser, accountID, address, role string) (InvitationView, string) {
+func (env *dirEnv) invite(u *core.DashboardUser, accountID, address, role string) (InvitationView, string) {
 	t := env.t
 	t.Helper()
 	body, err := env.e.CreateInvitation(u, accountID, &InvitationParams{Email: &address, Role: &role})

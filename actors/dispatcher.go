@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -100,14 +101,14 @@ type DeliveryView struct {
 func (d *Delivery) view() DeliveryView {
 	var next *string
 	if d.Status == DeliveryPending || d.Status == DeliveryRetrying {
-		next = optionalTimestamp(d.NextAttemptAt)
+		next = core.OptionalTimestamp(d.NextAttemptAt)
 	}
 	attempts := d.Attempts
 	if attempts == nil {
 		attempts = []DeliveryAttempt{}
 	}
 	return DeliveryView{Object: "webhook_delivery", ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, EventType: d.EventType,
-		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next, CreatedAt: Timestamp(d.CreatedAt), Attempts: attempts}
+		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next, CreatedAt: core.Timestamp(d.CreatedAt), Attempts: attempts}
 }
 
 func deliveryKey(endpointID, deliveryID string) []byte {
@@ -121,7 +122,7 @@ func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
 }
 
 type dispatcher struct {
-	env      *Env
+	env      *core.Env
 	sender   WebhookSender
 	schedule []int
 	sem      chan struct{}
@@ -135,14 +136,14 @@ type dispatcher struct {
 type endpointWorker struct {
 	d        *dispatcher
 	id       string
-	endpoint atomic.Pointer[WebhookEndpoint]
+	endpoint atomic.Pointer[core.WebhookEndpoint]
 	wake     chan struct{}
 	retry    chan retryRequest
 }
 
 type retryRequest struct {
 	deliveryID string
-	answer     chan Reply
+	answer     chan core.Reply
 }
 
 // SetWebhookSender starts webhook delivery with sender and the retry
@@ -164,7 +165,7 @@ func (e *Engine) SetWebhookSender(sender WebhookSender, schedule []int) {
 	})
 }
 
-func newDispatcher(env *Env) *dispatcher {
+func newDispatcher(env *core.Env) *dispatcher {
 	return &dispatcher{env: env, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -180,7 +181,7 @@ func (d *dispatcher) close() {
 
 // ensureWorkers gives every enabled endpoint a worker and updates the
 // endpoint each worker sees (a disabled endpoint's worker idles).
-func (d *dispatcher) ensureWorkers(eps []*WebhookEndpoint) {
+func (d *dispatcher) ensureWorkers(eps []*core.WebhookEndpoint) {
 	for _, ep := range eps {
 		v, loaded := d.workers.LoadOrStore(ep.ID, &endpointWorker{d: d, id: ep.ID, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue)})
 		w := v.(*endpointWorker)
@@ -198,7 +199,7 @@ func (d *dispatcher) startWorker(w *endpointWorker) {
 
 // idleWorkers tells the workers of disabled endpoints: each idles from
 // then on.
-func (d *dispatcher) idleWorkers(eps []*WebhookEndpoint) {
+func (d *dispatcher) idleWorkers(eps []*core.WebhookEndpoint) {
 	for _, ep := range eps {
 		if v, ok := d.workers.Load(ep.ID); ok {
 			v.(*endpointWorker).endpoint.Store(ep)
@@ -241,7 +242,7 @@ func (d *dispatcher) fanout() int {
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
 		b.Delete(append([]byte(nil), key...))
-		var ev OutboxEvent
+		var ev core.OutboxEvent
 		if json.Unmarshal(value, &ev) != nil {
 			return true // unreadable: nothing can deliver it
 		}
@@ -254,12 +255,12 @@ func (d *dispatcher) fanout() int {
 			return true
 		}
 		for _, ep := range *eps {
-			if !ep.subscribed(ev.Type) {
+			if !ep.Subscribed(ev.Type) {
 				continue
 			}
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
 				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
-			b.Set(deliveryKey(ep.ID, dl.ID), mustJSON(dl))
+			b.Set(deliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
 			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
 			woken[ep.ID] = true
@@ -308,7 +309,7 @@ func (w *endpointWorker) run() {
 // deliverDue attempts, oldest due first, the deliveries due by now.
 func (w *endpointWorker) deliverDue() {
 	ep := w.endpoint.Load()
-	if ep == nil || ep.Status != EndpointEnabled {
+	if ep == nil || ep.Status != core.EndpointEnabled {
 		return
 	}
 	env := w.d.env
@@ -335,7 +336,7 @@ func (w *endpointWorker) deliverDue() {
 }
 
 // attempt makes one delivery attempt and records it durably.
-func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID string) {
+func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryID string) {
 	env := w.d.env
 	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
@@ -372,7 +373,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 
 	dl.AttemptCount++
 	dl.ScheduleStep++
-	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: Timestamp(requestedAt), ResponseStatus: res.StatusCode,
+	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: core.Timestamp(requestedAt), ResponseStatus: res.StatusCode,
 		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
 	b := env.Store.NewBatch()
 	b.Delete(due)
@@ -384,7 +385,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 		if next, more := webhookdelivery.NextAttemptAt(dl.ScheduleStep, requestedAt, w.d.schedule); more {
 			dl.Status = DeliveryRetrying
 			dl.NextAttemptAt = next
-			att.NextAttemptAt = optionalTimestamp(next)
+			att.NextAttemptAt = core.OptionalTimestamp(next)
 			b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID))
 		} else {
 			dl.Status = DeliveryDead
@@ -395,7 +396,7 @@ func (w *endpointWorker) attempt(ep *WebhookEndpoint, due []byte, deliveryID str
 	if len(dl.Attempts) > maxAttemptsKept {
 		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
 	}
-	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
+	b.Set(deliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
 		// Not recorded: the delivery is still due as before and is
 		// attempted again (delivery is at least once).
@@ -423,34 +424,34 @@ func (w *endpointWorker) await(done <-chan webhookdelivery.Attempt, inFlight str
 }
 
 // inFlight answers a manual retry of the delivery being attempted.
-func (w *endpointWorker) inFlight(deliveryID string) Reply {
+func (w *endpointWorker) inFlight(deliveryID string) core.Reply {
 	raw, err := w.d.env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
-		return Reply{Err: errDeliveryNotFound(deliveryID)}
+		return core.Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
-		return Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
+		return core.Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
 	}
-	return Reply{Status: 200, Body: mustJSON(dl.view())}
+	return core.Reply{Status: 200, Body: core.MustJSON(dl.view())}
 }
 
 // requeue makes a dead or retrying delivery due now (manual retry).
-func (w *endpointWorker) requeue(deliveryID string) Reply {
+func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	env := w.d.env
 	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
 	if err != nil {
-		return Reply{Err: errDeliveryNotFound(deliveryID)}
+		return core.Reply{Err: errDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
-		return Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
+		return core.Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
 	}
 	switch dl.Status {
 	case DeliverySucceeded:
-		return Reply{Err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
+		return core.Reply{Err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
 	case DeliveryPending:
-		return Reply{Status: 200, Body: mustJSON(dl.view())} // already due
+		return core.Reply{Status: 200, Body: core.MustJSON(dl.view())} // already due
 	}
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
@@ -460,11 +461,11 @@ func (w *endpointWorker) requeue(deliveryID string) Reply {
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
-	b.Set(deliveryKey(w.id, dl.ID), mustJSON(dl))
+	b.Set(deliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
-		return Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
+		return core.Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}
-	return Reply{Status: 200, Body: mustJSON(dl.view())}
+	return core.Reply{Status: 200, Body: core.MustJSON(dl.view())}
 }
 
 func errDeliveryNotFound(id string) *apierr.Error {

@@ -3,19 +3,12 @@ package actors
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
 	"rtcd/webhookdelivery"
-)
-
-// Webhook endpoint statuses. DELETE disables an endpoint (its record and
-// deliveries stay readable); nothing enables it again.
-const (
-	EndpointEnabled  = "enabled"
-	EndpointDisabled = "disabled"
 )
 
 // Named bounds of webhook endpoints (spec section 8).
@@ -27,26 +20,6 @@ const (
 	// WebhookSecretPrefix starts every signing secret (spec section 2).
 	WebhookSecretPrefix = "whsec_"
 )
-
-// EventTypes is every webhook event type (spec section 6).
-var EventTypes = []string{
-	EventRoomStarted, EventRoomEnded, EventParticipantJoined, EventParticipantLeft, EventUsageFinalized,
-	EventCreditLow, EventCreditExhausted, EventCreditRestored,
-	EventPaymentSucceeded, EventPaymentFailed, EventPaymentExpired, EventPaymentCanceled, EventPaymentRefunded,
-}
-
-// WebhookEndpoint is an endpoint as its project keeps it. The signing
-// secret is kept sealed (AES-GCM under the engine's key): it must be
-// recoverable to sign deliveries, and never lies on disk in clear.
-type WebhookEndpoint struct {
-	ID           string    `json:"id"`
-	URL          string    `json:"url"`
-	Events       []string  `json:"events"` // empty: every event type
-	Status       string    `json:"status"`
-	SecretSealed []byte    `json:"secret_sealed"`
-	CreatedAt    time.Time `json:"created_at"`
-	DisabledAt   time.Time `json:"disabled_at"`
-}
 
 // EndpointParams is the body of POST /v1/webhook-endpoints.
 type EndpointParams struct {
@@ -67,26 +40,13 @@ type EndpointView struct {
 	SigningSecret string   `json:"signing_secret,omitempty"`
 }
 
-func (ep *WebhookEndpoint) view() EndpointView {
+func endpointView(ep *core.WebhookEndpoint) EndpointView {
 	events := ep.Events
 	if len(events) == 0 {
-		events = EventTypes
+		events = core.EventTypes
 	}
 	return EndpointView{Object: "webhook_endpoint", ID: ep.ID, URL: ep.URL, Events: events, Status: ep.Status,
-		CreatedAt: Timestamp(ep.CreatedAt), DisabledAt: optionalTimestamp(ep.DisabledAt)}
-}
-
-// subscribed reports whether the endpoint wants events of type t.
-func (ep *WebhookEndpoint) subscribed(t string) bool {
-	if len(ep.Events) == 0 {
-		return true
-	}
-	for _, e := range ep.Events {
-		if e == t {
-			return true
-		}
-	}
-	return false
+		CreatedAt: core.Timestamp(ep.CreatedAt), DisabledAt: core.OptionalTimestamp(ep.DisabledAt)}
 }
 
 // validateEndpoint checks a create request: an https URL that is not a
@@ -106,19 +66,19 @@ func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.
 	}
 	if len(p.Events) == 0 {
 		return "", nil, apierr.Invalid("events", "events must list at least one event type, or be omitted for all").
-			WithDetails("allowed", EventTypes)
+			WithDetails("allowed", core.EventTypes)
 	}
-	if len(p.Events) > len(EventTypes) {
-		return "", nil, apierr.Invalid("events", "events may list at most %d types", len(EventTypes))
+	if len(p.Events) > len(core.EventTypes) {
+		return "", nil, apierr.Invalid("events", "events may list at most %d types", len(core.EventTypes))
 	}
 	seen := map[string]bool{}
 	for _, t := range p.Events {
 		known := false
-		for _, k := range EventTypes {
+		for _, k := range core.EventTypes {
 			known = known || k == t
 		}
 		if !known {
-			return "", nil, apierr.Invalid("events", "unknown event type %q", t).WithDetails("allowed", EventTypes)
+			return "", nil, apierr.Invalid("events", "unknown event type %q", t).WithDetails("allowed", core.EventTypes)
 		}
 		if seen[t] {
 			return "", nil, apierr.Invalid("events", "event type %q is listed twice", t)
@@ -134,61 +94,50 @@ func newWebhookSecret() string {
 	return WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// SealWebhookSecret and OpenWebhookSecret keep a signing secret encrypted
-// at rest, bound to its endpoint id.
-func (s *Secrets) SealWebhookSecret(endpointID, secret string) []byte {
-	return s.Seal([]byte(secret), []byte("webhook-secret/"+endpointID))
-}
-
-func (s *Secrets) OpenWebhookSecret(ep *WebhookEndpoint) (string, bool) {
-	plain, ok := s.Open(ep.SecretSealed, []byte("webhook-secret/"+ep.ID))
-	return string(plain), ok
-}
-
 // Project actor commands for endpoints.
 type (
 	createEndpoint struct {
-		caller Caller
+		caller core.Caller
 		url    string
 		events []string
-		idem   *idemPending
+		idem   *core.IdemPending
 	}
 	disableEndpoint struct {
-		caller     Caller
+		caller     core.Caller
 		endpointID string
 	}
 )
 
-func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
+func (a *projectActor) createEndpoint(m createEndpoint, r *core.Envelope) {
 	env := a.env
-	if a.state.Project.Status != ProjectActive {
-		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
+	if a.state.Project.Status != core.ProjectActive {
+		r.Respond(core.Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
 	}
 	if a.state.ActiveEndpoints >= MaxActiveEndpointsPerProject {
-		r.Respond(Reply{Err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
+		r.Respond(core.Reply{Err: apierr.New(apierr.WebhookEndpointLimit, "the project has %d active webhook endpoints, the maximum; delete one first", MaxActiveEndpointsPerProject).
 			WithDetails("limit", MaxActiveEndpointsPerProject)})
 		return
 	}
 	if err := env.AllowRate("webhook_endpoint_creates:"+a.id, "webhook_endpoint_creates_per_minute", EndpointCreatesPerMinute); err != nil {
-		r.Respond(Reply{Err: err})
+		r.Respond(core.Reply{Err: err})
 		return
 	}
 	now := env.CreatedAt()
 	secret := newWebhookSecret()
-	ep := WebhookEndpoint{ID: ids.New(ids.Endpoint), URL: m.url, Events: m.events, Status: EndpointEnabled, CreatedAt: now}
+	ep := core.WebhookEndpoint{ID: ids.New(ids.Endpoint), URL: m.url, Events: m.events, Status: core.EndpointEnabled, CreatedAt: now}
 	ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, secret)
-	v := ep.view()
-	record := mustJSON(v)
+	v := endpointView(&ep)
+	record := core.MustJSON(v)
 	v.SigningSecret = secret
-	body := mustJSON(v)
+	body := core.MustJSON(v)
 
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, now.UnixNano(), ep.ID), record)
-	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.created", AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
+	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.created", core.AuditTarget{Type: "webhook_endpoint", ID: ep.ID},
 		map[string]any{"url": ep.URL, "events": v.Events})
 	if m.idem != nil {
-		env.putStored(b, m.idem, 201, body)
+		env.PutStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{EndpointCreated: &ep})
 	publish := a.endpointsSnapshot()
@@ -196,32 +145,32 @@ func (a *projectActor) createEndpoint(m createEndpoint, r *Envelope) {
 		// Visible to the dispatcher only once durable: a crash before that
 		// must not leave deliveries for an endpoint that never existed.
 		publish()
-		r.Respond(Reply{Status: 201, Body: body})
+		r.Respond(core.Reply{Status: 201, Body: body})
 	})
 }
 
-func (a *projectActor) disableEndpoint(m disableEndpoint, r *Envelope) {
+func (a *projectActor) disableEndpoint(m disableEndpoint, r *core.Envelope) {
 	env := a.env
 	ep, ok := a.state.Endpoints[m.endpointID]
 	if !ok {
-		r.Respond(Reply{Err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %s in this project", m.endpointID)})
 		return
 	}
-	if ep.Status == EndpointDisabled {
+	if ep.Status == core.EndpointDisabled {
 		// Idempotent, and answered once the disabling is durable: it may
 		// still be on its way to disk (a concurrent first DELETE).
-		body := mustJSON(ep.view())
-		env.Store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
+		body := core.MustJSON(endpointView(ep))
+		env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
 	a.record(b, projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: ep.ID, At: now}})
-	body := mustJSON(ep.view())
+	body := core.MustJSON(endpointView(ep))
 	b.Set(persistence.IndexKey(persistence.PrefixEndpoint, a.id, ep.CreatedAt.UnixNano(), ep.ID), body)
-	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.disabled", AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
+	env.Audit.Project(b, a.id, &m.caller, "webhook_endpoint.disabled", core.AuditTarget{Type: "webhook_endpoint", ID: ep.ID}, map[string]any{"url": ep.URL})
 	a.publishEndpoints() // at once: failing safe, nothing more goes to it
-	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // publishEndpoints makes the project's enabled endpoints visible to the
@@ -235,10 +184,10 @@ func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
 // already published: the older one would enable the deleted endpoint again.
 func (a *projectActor) endpointsSnapshot() func() {
 	seq := a.gate.NextEndpointSnapshot()
-	var enabled, disabled []*WebhookEndpoint
+	var enabled, disabled []*core.WebhookEndpoint
 	for _, ep := range a.state.Endpoints {
 		c := *ep
-		if ep.Status == EndpointEnabled {
+		if ep.Status == core.EndpointEnabled {
 			enabled = append(enabled, &c)
 		} else {
 			disabled = append(disabled, &c)

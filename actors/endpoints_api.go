@@ -2,27 +2,28 @@ package actors
 
 import (
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
 )
 
 // CreateEndpoint is POST /v1/webhook-endpoints.
-func (e *Engine) CreateEndpoint(c *Caller, p *EndpointParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
+func (e *Engine) CreateEndpoint(c *core.Caller, p *EndpointParams, idem *IdempotencyRequest) (Result, *apierr.Error) {
 	url, events, err := e.validateEndpoint(p)
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *idemPending) any { return createEndpoint{caller: *c, url: url, events: events, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createEndpoint{caller: *c, url: url, events: events, idem: ip} })
 }
 
 // ListEndpoints is GET /v1/webhook-endpoints: enabled and disabled, newest first.
-func (e *Engine) ListEndpoints(c *Caller, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListEndpoints(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), limit, false, nil)
 }
 
 // DisableEndpoint is DELETE /v1/webhook-endpoints/{id}; idempotent.
-func (e *Engine) DisableEndpoint(c *Caller, endpointID string) (Result, *apierr.Error) {
+func (e *Engine) DisableEndpoint(c *core.Caller, endpointID string) (Result, *apierr.Error) {
 	if !ids.Valid(endpointID, ids.Endpoint) {
 		return Result{}, apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %q in this project", endpointID)
 	}
@@ -34,7 +35,7 @@ func (e *Engine) DisableEndpoint(c *Caller, endpointID string) (Result, *apierr.
 }
 
 // endpointOf checks that endpointID is one of the caller's project.
-func (e *Engine) endpointOf(c *Caller, endpointID string) *apierr.Error {
+func (e *Engine) endpointOf(c *core.Caller, endpointID string) *apierr.Error {
 	notFound := apierr.New(apierr.WebhookEndpointNotFound, "no webhook endpoint %q in this project", endpointID)
 	if !ids.Valid(endpointID, ids.Endpoint) {
 		return notFound
@@ -58,7 +59,7 @@ func (e *Engine) endpointOf(c *Caller, endpointID string) *apierr.Error {
 const MaxEndpointRecordsScanned = 10000
 
 // ListDeliveries is GET /v1/webhook-endpoints/{id}/deliveries, newest first.
-func (e *Engine) ListDeliveries(c *Caller, endpointID string, limit int) ([]byte, *apierr.Error) {
+func (e *Engine) ListDeliveries(c *core.Caller, endpointID string, limit int) ([]byte, *apierr.Error) {
 	if err := e.endpointOf(c, endpointID); err != nil {
 		return nil, err
 	}
@@ -71,12 +72,12 @@ func (e *Engine) ListDeliveries(c *Caller, endpointID string, limit int) ([]byte
 		if err := json.Unmarshal(raw, &dl); err != nil {
 			return nil, err
 		}
-		return mustJSON(dl.view()), nil
+		return core.MustJSON(dl.view()), nil
 	})
 }
 
 // RetryDelivery is POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/retry.
-func (e *Engine) RetryDelivery(c *Caller, endpointID, deliveryID string) (Result, *apierr.Error) {
+func (e *Engine) RetryDelivery(c *core.Caller, endpointID, deliveryID string) (Result, *apierr.Error) {
 	if err := e.endpointOf(c, endpointID); err != nil {
 		return Result{}, err
 	}
@@ -88,10 +89,10 @@ func (e *Engine) RetryDelivery(c *Caller, endpointID, deliveryID string) (Result
 		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
 	}
 	w := v.(*endpointWorker)
-	if ep := w.endpoint.Load(); ep == nil || ep.Status != EndpointEnabled {
+	if ep := w.endpoint.Load(); ep == nil || ep.Status != core.EndpointEnabled {
 		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
 	}
-	ch := make(chan Reply, 1)
+	ch := make(chan core.Reply, 1)
 	select {
 	case w.retry <- retryRequest{deliveryID: deliveryID, answer: ch}:
 	default:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"rtcd/apierr"
+	"rtcd/actors/core"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -33,8 +33,6 @@ const (
 	// askTimeout bounds how long a request waits for its actor; past it the
 	// caller gets service_unavailable.
 	askTimeout = 10 * time.Second
-	// idempotencyRetention is the spec's 24 hours.
-	idempotencyRetention = 24 * time.Hour
 	// idempotencyInFlightTimeout frees an in-progress key whose request never
 	// finished (its caller vanished), so the key does not stay blocked.
 	idempotencyInFlightTimeout = time.Minute
@@ -53,50 +51,16 @@ const (
 	idempotencySweepInterval = time.Minute
 )
 
-// sweep asks an actor to do its periodic housekeeping.
-type sweep struct{}
-
 // crashForTest makes an actor panic, so tests can prove that protoactor's
 // restart (same actor value, Started again) recovers without counting
 // anything twice. Unexported: nothing outside this package can send it.
 type crashForTest struct{}
 
-// Settings are the engine's configuration.
-type Settings struct {
-	Region                string
-	MediaURL              string
-	DefaultLimits         Limits // for projects without limits of their own
-	ConnectPerIPPerMinute int
-	MediaTokenTTL         time.Duration
-	SnapshotEveryEvents   int
-	Billing               Billing
-	// MediaNodeRunsOnItsOwn is true for a media node run in another process
-	// (rtcd media, reached through --media-control-url), false for the node
-	// embedded in this one. It decides:
-	//   - restart: an embedded node's sessions die with the process, so
-	//     recovered joined participants are closed at once (at their last
-	//     settled instant, so downtime is never billed); a node on its own
-	//     keeps its sockets across a control plane restart, so its
-	//     presence decides;
-	//   - settlement: running sessions on a node on its own are charged no
-	//     further than its last presence snapshot (see settleUntil);
-	//   - silence: only a node on its own can die while this process runs,
-	//     so only its silence (mediaPresenceTimeout) ends the joined
-	//     sessions. The embedded node lives and dies with the process; its
-	//     reports come through an in-process queue on a real-time ticker,
-	//     while the clock it stamps and the engine measures with may be a
-	//     test's fake one, running ahead of that ticker: silence it is not.
-	MediaNodeRunsOnItsOwn bool
-	// WebhookAllowPrivate lets endpoints use http:// and private addresses:
-	// for local testing only.
-	WebhookAllowPrivate bool
-}
-
 // Engine runs the actors and is the API the HTTP layer calls. It is also
 // the actors' Registry: it spawns them, finds them by address, and holds
 // the handles of the live ones. It holds no state an actor owns.
 type Engine struct {
-	env    *Env
+	env    *core.Env
 	system *actor.ActorSystem
 
 	wallets  sync.Map // account id -> *walletHandle
@@ -126,12 +90,12 @@ type Engine struct {
 
 type walletHandle struct {
 	pid  *actor.PID
-	gate *CreditGate
+	gate *core.CreditGate
 }
 
 type projectHandle struct {
 	pid  *actor.PID
-	gate *ProjectGate
+	gate *core.ProjectGate
 }
 
 type roomHandle struct {
@@ -141,8 +105,8 @@ type roomHandle struct {
 }
 
 // New returns an engine over store. Call Start before use.
-func New(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
-	env, err := NewEnv(s, store, clk, limiter, keys)
+func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
+	env, err := core.NewEnv(s, store, clk, limiter, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +136,7 @@ func (e *Engine) Start() error {
 		return err
 	}
 	// Wallets first: every project links to its workspace's credit gate.
-	wallets := &Recovery{}
+	wallets := &core.Recovery{}
 	for _, id := range accountIDs {
 		e.spawnWallet(id, wallets)
 	}
@@ -188,7 +152,7 @@ func (e *Engine) Start() error {
 		return err
 	}
 	// Each project spawns its live rooms into the same recovery.
-	projects := &Recovery{}
+	projects := &core.Recovery{}
 	for _, id := range projectIDs {
 		e.spawnProject(id, nil, projects)
 	}
@@ -197,7 +161,7 @@ func (e *Engine) Start() error {
 	}
 	// The directory last: creating a workspace or project spawns wallet
 	// and project actors, which must not race the recovery of their peers.
-	directory := &Recovery{}
+	directory := &core.Recovery{}
 	e.spawnDirectory(directory)
 	if err := directory.Wait(); err != nil {
 		return err
@@ -245,8 +209,8 @@ func (e *Engine) Stop() {
 
 // spawnWallet starts a workspace's wallet actor. rec is nil for one
 // created at run time.
-func (e *Engine) spawnWallet(id string, rec *Recovery) *walletHandle {
-	h := &walletHandle{gate: &CreditGate{}}
+func (e *Engine) spawnWallet(id string, rec *core.Recovery) *walletHandle {
+	h := &walletHandle{gate: &core.CreditGate{}}
 	a := &walletActor{env: e.env, id: id, gate: h.gate, recovery: rec}
 	if rec != nil {
 		rec.Add()
@@ -275,8 +239,8 @@ func (e *Engine) wallet(id string) (*walletHandle, bool) {
 // created at run time (nil at recovery): it is published before the handle
 // is registered, so nobody who finds the handle sees it without a record
 // (the actor's own recovery publishes the same record moments later).
-func (e *Engine) spawnProject(id string, created *Project, rec *Recovery) *projectHandle {
-	h := &projectHandle{gate: &ProjectGate{}}
+func (e *Engine) spawnProject(id string, created *core.Project, rec *core.Recovery) *projectHandle {
+	h := &projectHandle{gate: &core.ProjectGate{}}
 	if created != nil {
 		p := *created
 		h.gate.Record.Store(&p)
@@ -300,7 +264,7 @@ func (e *Engine) spawnProject(id string, created *Project, rec *Recovery) *proje
 
 // spawnRoom starts a room's actor. rec is nil for one created at run time
 // (its snapshot is in the batch that created it).
-func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, rec *Recovery) {
+func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, rec *core.Recovery) {
 	a := &roomActor{env: e.env, id: id, gate: project.gate, projectID: projectID, recovery: rec}
 	if rec != nil {
 		rec.Add()
@@ -319,7 +283,7 @@ func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, 
 // registry is the Engine as its actors see it (Registry).
 type registry struct{ e *Engine }
 
-func (r registry) ProjectGate(projectID string) (*ProjectGate, bool) {
+func (r registry) ProjectGate(projectID string) (*core.ProjectGate, bool) {
 	h, ok := r.e.project(projectID)
 	if !ok {
 		return nil, false
@@ -327,7 +291,7 @@ func (r registry) ProjectGate(projectID string) (*ProjectGate, bool) {
 	return h.gate, true
 }
 
-func (r registry) CreditGate(accountID string) (*CreditGate, bool) {
+func (r registry) CreditGate(accountID string) (*core.CreditGate, bool) {
 	h, ok := r.e.wallet(accountID)
 	if !ok {
 		return nil, false
@@ -340,24 +304,24 @@ func (r registry) RoomLive(roomID string) bool {
 	return ok
 }
 
-func (r registry) Send(to Address, msg any) {
+func (r registry) Send(to core.Address, msg any) {
 	if pid := r.e.pidOf(to); pid != nil {
 		r.e.system.Root.Send(pid, msg)
 	}
 }
 
-func (r registry) Request(to Address, msg any, answer func(Reply)) {
+func (r registry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	pid := r.e.pidOf(to)
 	if pid == nil {
-		go answer(Reply{Gone: true})
+		go answer(core.Reply{Gone: true})
 		return
 	}
-	env, ch := newEnvelope(msg)
+	env, ch := core.NewEnvelope(msg)
 	r.e.system.Root.Send(pid, env)
 	go func() { answer(<-ch) }() // every envelope is answered, a dead letter's as Gone
 }
 
-func (r registry) SpawnRoom(roomID, projectID string, rec *Recovery) {
+func (r registry) SpawnRoom(roomID, projectID string, rec *core.Recovery) {
 	h, ok := r.e.project(projectID)
 	if !ok {
 		panic(fmt.Sprintf("actors: assertion failed: room %s spawned for project %s, which has no actor", roomID, projectID))
@@ -365,35 +329,35 @@ func (r registry) SpawnRoom(roomID, projectID string, rec *Recovery) {
 	r.e.spawnRoom(roomID, h, projectID, rec)
 }
 
-func (r registry) SpawnProject(projectID string, created *Project, rec *Recovery) {
+func (r registry) SpawnProject(projectID string, created *core.Project, rec *core.Recovery) {
 	r.e.spawnProject(projectID, created, rec)
 }
 
-func (r registry) SpawnWallet(accountID string, rec *Recovery) { r.e.spawnWallet(accountID, rec) }
+func (r registry) SpawnWallet(accountID string, rec *core.Recovery) { r.e.spawnWallet(accountID, rec) }
 
 func (r registry) RoomStopped(roomID string) { r.e.rooms.Delete(roomID) }
 
-func (r registry) EndpointWorkers(enabled, disabled []*WebhookEndpoint) {
+func (r registry) EndpointWorkers(enabled, disabled []*core.WebhookEndpoint) {
 	r.e.dispatcher.ensureWorkers(enabled)
 	r.e.dispatcher.idleWorkers(disabled)
 }
 
 // pidOf is the actor at an address, nil when it has none.
-func (e *Engine) pidOf(to Address) *actor.PID {
+func (e *Engine) pidOf(to core.Address) *actor.PID {
 	switch to.Kind {
-	case KindRoom:
+	case core.KindRoom:
 		if h, ok := e.room(to.ID); ok {
 			return h.pid
 		}
-	case KindProject:
+	case core.KindProject:
 		if h, ok := e.project(to.ID); ok {
 			return h.pid
 		}
-	case KindWallet:
+	case core.KindWallet:
 		if h, ok := e.wallet(to.ID); ok {
 			return h.pid
 		}
-	case KindDirectory:
+	case core.KindDirectory:
 		return e.directory
 	}
 	return nil
@@ -413,10 +377,10 @@ func (e *Engine) sweepLoop() {
 		case <-t.C:
 			e.sweepRooms()
 			e.wallets.Range(func(_, v any) bool {
-				e.system.Root.Send(v.(*walletHandle).pid, sweep{})
+				e.system.Root.Send(v.(*walletHandle).pid, core.Sweep{})
 				return true
 			})
-			e.system.Root.Send(e.directory, sweep{})
+			e.system.Root.Send(e.directory, core.Sweep{})
 			if now := e.env.Clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
 				// Rate counters of past windows are dropped once a minute.
@@ -424,7 +388,7 @@ func (e *Engine) sweepLoop() {
 					sw.Sweep(now)
 				}
 				e.projects.Range(func(_, v any) bool {
-					e.system.Root.Send(v.(*projectHandle).pid, sweep{})
+					e.system.Root.Send(v.(*projectHandle).pid, core.Sweep{})
 					return true
 				})
 			}
@@ -438,23 +402,13 @@ func (e *Engine) sweepLoop() {
 func (e *Engine) sweepRooms() {
 	e.rooms.Range(func(_, v any) bool {
 		if h := v.(*roomHandle); h.depth.Load() < roomMailboxCapacity {
-			e.system.Root.Send(h.pid, sweep{})
+			e.system.Root.Send(h.pid, core.Sweep{})
 		}
 		return true
 	})
 }
 
 // --- asking actors ---------------------------------------------------------
-
-// Reply is what an actor answers a request with.
-type Reply struct {
-	Status   int    // HTTP status on success
-	Body     []byte // encoded JSON on success
-	Err      *apierr.Error
-	Value    any  // a typed answer to an internal query
-	Replayed bool // an idempotent replay of a stored response
-	Gone     bool // the actor stopped before it read the message
-}
 
 // Result is an operation's outcome as the HTTP layer sees it.
 type Result struct {
@@ -463,42 +417,10 @@ type Result struct {
 	Replayed bool
 }
 
-// Envelope carries a command that expects an answer, and where its one
-// answer goes. Commands themselves are plain values (no channel, no
-// closure): the reply plumbing lives here, in the layer that sends and
-// delivers them, so a command could cross a process boundary as it is.
-type Envelope struct {
-	Msg    any
-	answer chan<- Reply // buffered with room for exactly one answer
-}
-
-// Respond sends the one answer. A nil envelope is a command nobody waits
-// for (an actor running one of its own commands): the answer is dropped.
-func (e *Envelope) Respond(x Reply) {
-	if e != nil {
-		e.answer <- x
-	}
-}
-
-// newEnvelope wraps msg and returns where its answer arrives.
-func newEnvelope(msg any) (*Envelope, <-chan Reply) {
-	ch := make(chan Reply, 1)
-	return &Envelope{Msg: msg, answer: ch}, ch
-}
-
-// refuseUnknown answers a command its actor does not handle: a bug in
-// the sender, answered rather than left to time out.
-func refuseUnknown(env *Envelope) {
-	slog.Error("a command its actor does not handle", "type", fmt.Sprintf("%T", env.Msg))
-	env.Respond(Reply{Err: apierr.New(apierr.Internal, "internal error")})
-}
-
-var errUnavailable = apierr.New(apierr.ServiceUnavailable, "the service did not answer in time; retry the request")
-
 // ask sends msg to pid in an envelope and waits for its answer, at most
 // askTimeout.
-func (e *Engine) ask(pid *actor.PID, msg any) Reply {
-	env, answer := newEnvelope(msg)
+func (e *Engine) ask(pid *actor.PID, msg any) core.Reply {
+	env, answer := core.NewEnvelope(msg)
 	e.system.Root.Send(pid, env)
 	t := time.NewTimer(askTimeout)
 	defer t.Stop()
@@ -506,7 +428,7 @@ func (e *Engine) ask(pid *actor.PID, msg any) Reply {
 	case r := <-answer:
 		return r
 	case <-t.C:
-		return Reply{Err: errUnavailable}
+		return core.Reply{Err: core.ErrUnavailable}
 	}
 }
 
@@ -522,8 +444,8 @@ func (e *Engine) onDeadLetter(evt any) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok {
 		msg = env.Message
 	}
-	if env, ok := msg.(*Envelope); ok {
-		env.Respond(Reply{Gone: true})
+	if env, ok := msg.(*core.Envelope); ok {
+		env.Respond(core.Reply{Gone: true})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"rtcd/actors/core"
 	"rtcd/persistence"
 )
 
@@ -11,7 +12,7 @@ import (
 // knows (a journal written by a newer release, or damaged) and an event
 // naming what its state does not hold.
 func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
-	room := func() *roomState { return applyAll(newRoomState(testRoom()), created("p1", 1)) }
+	room := func() *roomState { return core.ApplyAll(newRoomState(testRoom()), created("p1", 1)) }
 	project := func() *projectState { return newProjectState(testProject()) }
 	wallet := func() *walletState { return newWalletState(Account{ID: "acct_1"}, CreditNormal) }
 	directory := func() *directoryState { return newDirectoryState() }
@@ -23,9 +24,9 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 	run := func(name, want string, state func() any, apply func(s any) error) check {
 		return check{name: name, want: want, apply: func() (string, string, error) {
 			s := state()
-			before := string(encode(s))
+			before := string(core.Encode(s))
 			err := apply(s)
-			return before, string(encode(s)), err
+			return before, string(core.Encode(s)), err
 		}}
 	}
 	checks := []check{
@@ -78,24 +79,24 @@ func TestEventLogStopsAtAnEventItCannotApply(t *testing.T) {
 	}
 	defer store.Close()
 	b := store.NewBatch()
-	persistence.WriteSnapshotAt(b, roomJournal("room_1"), 0, encode(newRoomState(testRoom())))
-	b.Set(persistence.JournalKey(roomJournal("room_1"), 1), encode(&[]roomEvent{created("p1", 1)}[0]))
+	persistence.WriteSnapshotAt(b, roomJournal("room_1"), 0, core.Encode(newRoomState(testRoom())))
+	b.Set(persistence.JournalKey(roomJournal("room_1"), 1), core.Encode(&[]roomEvent{created("p1", 1)}[0]))
 	b.Set(persistence.JournalKey(roomJournal("room_1"), 2), []byte(`{"participant_teleported":{"participant_id":"p1"}}`))
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
 	blank := func() *roomState { return &roomState{} }
-	_, err = recoverLog(store, roomJournal("room_1"), 1000, blank, nil)
+	_, err = core.RecoverLog(store, roomJournal("room_1"), 1000, blank, nil)
 	if err == nil || !strings.Contains(err.Error(), "room/room_1 #2") || !strings.Contains(err.Error(), "participant_teleported") {
 		t.Fatalf("recovery over an unknown event: %v, want an error naming room/room_1 #2 and the entry", err)
 	}
 
-	_, err = recoverLog(store, roomJournal("room_2"), 1000, blank, nil)
+	_, err = core.RecoverLog(store, roomJournal("room_2"), 1000, blank, nil)
 	if err == nil || !strings.Contains(err.Error(), "no snapshot") {
 		t.Fatalf("recovery of a room without a snapshot: %v, want an error", err)
 	}
 
-	log, err := recoverLog(store, roomJournal("room_3"), 1000, blank, func() *roomState { return newRoomState(testRoom()) })
+	log, err := core.RecoverLog(store, roomJournal("room_3"), 1000, blank, func() *roomState { return newRoomState(testRoom()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestEventLogStopsAtAnEventItCannotApply(t *testing.T) {
 			t.Fatal("the refused event reached the batch")
 		}
 	}()
-	log.record(b, connected("p9", 1))
+	log.Record(b, connected("p9", 1))
 }
 
 // Each owner's first state, as its Genesis writes it, is what its actor
@@ -121,8 +122,8 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	billing := Billing{Enabled: true, Currency: "USD", MinimumCreditToStart: 1_000_000, LowCreditThreshold: 5_000_000}
-	project := Project{ID: "prj_1", AccountID: "acct_1", Name: DefaultProjectName, Status: ProjectActive, CreatedAt: t0}
+	billing := core.Billing{Enabled: true, Currency: "USD", MinimumCreditToStart: 1_000_000, LowCreditThreshold: 5_000_000}
+	project := core.Project{ID: "prj_1", AccountID: "acct_1", Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: t0}
 	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: t0}
 	b := store.NewBatch()
 	wallet := walletGenesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: t0}, billing, 2_000_000, t0)
@@ -143,33 +144,33 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	}
 	same := func(name string, want, got any) {
 		t.Helper()
-		if w, g := string(encode(want)), string(encode(got)); w != g {
+		if w, g := string(core.Encode(want)), string(core.Encode(got)); w != g {
 			t.Fatalf("%s: recovered %s\nwant %s", name, g, w)
 		}
 	}
-	w, err := recoverLog(store, walletJournal("acct_1"), 1000, func() *walletState { return &walletState{} }, nil)
+	w, err := core.RecoverLog(store, walletJournal("acct_1"), 1000, func() *walletState { return &walletState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("wallet", wallet, w.state)
-	p, err := recoverLog(store, projectJournal("prj_1"), 1000, func() *projectState { return &projectState{} }, nil)
+	same("wallet", wallet, w.State())
+	p, err := core.RecoverLog(store, projectJournal("prj_1"), 1000, func() *projectState { return &projectState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("project", proj, p.state)
-	d, err := recoverLog(store, directoryJournal(), 1000, func() *directoryState { return &directoryState{} }, nil)
+	same("project", proj, p.State())
+	d, err := core.RecoverLog(store, directoryJournal(), 1000, func() *directoryState { return &directoryState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("directory", dir, d.state)
-	if d.state.byEmail["o@example.com"] != "usr_1" {
+	same("directory", dir, d.State())
+	if d.State().byEmail["o@example.com"] != "usr_1" {
 		t.Fatal("the directory's indexes were not rebuilt")
 	}
-	r, err := recoverLog(store, roomJournal("room_1"), 1000, func() *roomState { return &roomState{} }, nil)
+	r, err := core.RecoverLog(store, roomJournal("room_1"), 1000, func() *roomState { return &roomState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	same("room", newRoomState(testRoom()), r.state)
+	same("room", newRoomState(testRoom()), r.State())
 
 	// Beside the snapshots: the directories recovery lists, the opening
 	// credit's ledger entry, the first key's record, the room's record.

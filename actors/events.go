@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/persistence"
 )
 
@@ -88,8 +88,8 @@ func newRoomState(r Room) *roomState {
 // record's body. The project that creates the room calls it in the batch
 // that records room_created.
 func roomGenesis(b *persistence.Batch, room Room) []byte {
-	body := mustJSON(room.view())
-	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, encode(newRoomState(room)))
+	body := core.MustJSON(room.view())
+	persistence.WriteSnapshotAt(b, roomJournal(room.ID), 0, core.Encode(newRoomState(room)))
 	b.Set(roomRecordKey(room.ProjectID, room.ID), body)
 	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, room.ProjectID, room.CreatedAt.UnixNano(), room.ID), []byte(room.ID))
 	return body
@@ -201,7 +201,7 @@ func (s *roomState) Apply(e *roomEvent) error {
 		}
 		s.Connected = 0
 	default:
-		return errUnknownEvent
+		return core.ErrUnknownEvent
 	}
 	if e.EventSeq > s.EventSeq {
 		s.EventSeq = e.EventSeq
@@ -226,8 +226,8 @@ type projectEvent struct {
 	APIKeyRevoked *apiKeyRevoke `json:"api_key_revoked,omitempty"`
 	APIKeyUsed    *apiKeyUsed   `json:"api_key_used,omitempty"`
 
-	EndpointCreated  *WebhookEndpoint  `json:"endpoint_created,omitempty"`
-	EndpointDisabled *endpointDisabled `json:"endpoint_disabled,omitempty"`
+	EndpointCreated  *core.WebhookEndpoint `json:"endpoint_created,omitempty"`
+	EndpointDisabled *endpointDisabled     `json:"endpoint_disabled,omitempty"`
 
 	ProjectRenamed  *projectRenamed  `json:"project_renamed,omitempty"`
 	ProjectArchived *projectArchived `json:"project_archived,omitempty"`
@@ -256,16 +256,16 @@ type apiKeyUsed struct {
 
 // projectState is everything a project actor owns. It is also its snapshot.
 type projectState struct {
-	Project     Project             `json:"project"`
+	Project     core.Project        `json:"project"`
 	ActiveRooms map[string]struct{} `json:"active_rooms"` // rooms not yet ended
 	Keys        map[string]*APIKey  `json:"keys"`
 	ActiveKeys  int                 `json:"active_keys"`
 
-	Endpoints       map[string]*WebhookEndpoint `json:"endpoints"`
-	ActiveEndpoints int                         `json:"active_endpoints"`
+	Endpoints       map[string]*core.WebhookEndpoint `json:"endpoints"`
+	ActiveEndpoints int                              `json:"active_endpoints"`
 }
 
-func newProjectState(p Project) *projectState {
+func newProjectState(p core.Project) *projectState {
 	return &projectState{Project: p, ActiveRooms: make(map[string]struct{}), Keys: make(map[string]*APIKey)}
 }
 
@@ -274,14 +274,14 @@ func newProjectState(p Project) *projectState {
 // firstKey when there is one (bootstrap's key, with its ki/ record). Every
 // project starts here: bootstrap's, each new workspace's and each created
 // in the dashboard.
-func projectGenesis(b *persistence.Batch, p Project, firstKey *APIKey) *projectState {
+func projectGenesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectState {
 	s := newProjectState(p)
 	if firstKey != nil {
-		applyAll(s, projectEvent{APIKeyCreated: firstKey})
-		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), mustJSON(firstKey.view()))
+		core.ApplyAll(s, projectEvent{APIKeyCreated: firstKey})
+		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), core.MustJSON(firstKey.view()))
 	}
 	b.Set(persistence.Key(persistence.PrefixProject, p.ID), nil)
-	persistence.WriteSnapshotAt(b, projectJournal(p.ID), 0, encode(s))
+	persistence.WriteSnapshotAt(b, projectJournal(p.ID), 0, core.Encode(s))
 	return s
 }
 
@@ -313,7 +313,7 @@ func (s *projectState) Apply(e *projectEvent) error {
 	case e.EndpointCreated != nil:
 		ep := *e.EndpointCreated
 		if s.Endpoints == nil {
-			s.Endpoints = make(map[string]*WebhookEndpoint)
+			s.Endpoints = make(map[string]*core.WebhookEndpoint)
 		}
 		if _, dup := s.Endpoints[ep.ID]; dup {
 			return fmt.Errorf("endpoint_created: endpoint %s already exists", ep.ID)
@@ -325,8 +325,8 @@ func (s *projectState) Apply(e *projectEvent) error {
 		if !ok {
 			return fmt.Errorf("endpoint_disabled: project %s has no endpoint %s", s.Project.ID, e.EndpointDisabled.EndpointID)
 		}
-		if ep.Status == EndpointEnabled {
-			ep.Status = EndpointDisabled
+		if ep.Status == core.EndpointEnabled {
+			ep.Status = core.EndpointDisabled
 			ep.DisabledAt = e.EndpointDisabled.At
 			s.ActiveEndpoints--
 		}
@@ -349,18 +349,10 @@ func (s *projectState) Apply(e *projectEvent) error {
 	case e.ProjectRenamed != nil:
 		s.Project.Name = e.ProjectRenamed.Name
 	case e.ProjectArchived != nil:
-		s.Project.Status = ProjectArchived
+		s.Project.Status = core.ProjectArchived
 		s.Project.ArchivedAt = e.ProjectArchived.At
 	default:
-		return errUnknownEvent
+		return core.ErrUnknownEvent
 	}
 	return nil
-}
-
-func encode(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("actors: encoding state failed: " + err.Error())
-	}
-	return b
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/persistence"
 )
 
@@ -36,7 +37,7 @@ func TestIdempotencySweepDeletesOnlyExpired(t *testing.T) {
 	}
 	clk.Advance(12*time.Hour + time.Second) // a, b, c are 24h+1s old; d is 12h+1s old
 	h, _ := e.project(caller.ProjectID)
-	e.system.Root.Send(h.pid, sweep{})
+	e.system.Root.Send(h.pid, core.Sweep{})
 	// A command queued behind the sweep: once it answers, the sweep is done.
 	if _, err := e.CreateAPIKey(caller, &APIKeyParams{Scopes: []string{"rooms:read"}}, nil); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/mail"
@@ -70,7 +71,7 @@ func newBareEngine(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Settings{Region: "global"}, nil, clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
+	e, err := New(core.Settings{Region: "global"}, nil, clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
 		ratelimit.NewMemory(), keys)
 	if err != nil {
 		t.Fatal(err)

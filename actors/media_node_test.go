@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/clock"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -20,16 +21,16 @@ type joinedRoom struct {
 	t      *testing.T
 	e      *Engine
 	clk    *clock.Fake
-	caller *Caller
+	caller *core.Caller
 	roomID string
 	joined MediaJoin
 }
 
 func newJoinedRoom(t *testing.T, nodeOnItsOwn bool) *joinedRoom {
 	t.Helper()
-	e, clk, caller := newTestEngineWith(t, persistence.Options{}, func(s *Settings) {
+	e, clk, caller := newTestEngineWith(t, persistence.Options{}, func(s *core.Settings) {
 		s.MediaNodeRunsOnItsOwn = nodeOnItsOwn
-		s.Billing = Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60 * perSecondMicros, SettleInterval: time.Minute}
+		s.Billing = core.Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60 * perSecondMicros, SettleInterval: time.Minute}
 	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
@@ -76,7 +77,7 @@ func (n *joinedRoom) presence() {
 func (n *joinedRoom) sweep() {
 	n.t.Helper()
 	rh, _ := n.e.room(n.roomID)
-	n.e.system.Root.Send(rh.pid, sweep{})
+	n.e.system.Root.Send(rh.pid, core.Sweep{})
 	if _, aerr := n.e.RemoveParticipant(n.caller, n.roomID, ids.New(ids.Participant)); aerr == nil || aerr.Code != "participant_not_found" {
 		n.t.Fatalf("barrier command behind the sweep: %v", aerr)
 	}

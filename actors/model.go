@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/scopes"
 )
 
@@ -43,22 +44,6 @@ const (
 	RolePublisher  = "publisher"
 	RoleSubscriber = "subscriber"
 )
-
-// Project statuses.
-const (
-	ProjectActive   = "active"
-	ProjectArchived = "archived"
-)
-
-// Limits are a project's plan-dependent limits (GET /v1/project/limits).
-type Limits struct {
-	MaxActiveRooms              int `json:"max_active_rooms"`
-	MaxActiveParticipants       int `json:"max_active_participants"`
-	MaxParticipantsPerRoom      int `json:"max_participants_per_room"`
-	RoomCreatesPerMinute        int `json:"room_creates_per_minute"`
-	ParticipantCreatesPerMinute int `json:"participant_creates_per_minute"`
-	ConnectRequestsPerMinute    int `json:"connect_requests_per_minute"`
-}
 
 // Room is a room's state.
 type Room struct {
@@ -120,14 +105,14 @@ func (p *Participant) counts() bool {
 // APIKey is a key record as the project actor keeps it. The secret itself
 // is never kept, only its keyed hash.
 type APIKey struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Scopes    uint32    `json:"scopes"`
-	Last4     string    `json:"last4"`
-	Hash      [32]byte  `json:"hash"`
-	CreatedAt time.Time `json:"created_at"`
-	CreatedBy Actor     `json:"created_by"`
-	RevokedAt time.Time `json:"revoked_at"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Scopes    uint32     `json:"scopes"`
+	Last4     string     `json:"last4"`
+	Hash      [32]byte   `json:"hash"`
+	CreatedAt time.Time  `json:"created_at"`
+	CreatedBy core.Actor `json:"created_by"`
+	RevokedAt time.Time  `json:"revoked_at"`
 	// LastUsedAt is the last use written to the journal (api_key_used), at
 	// most apiKeyTouchInterval behind the real last use; zero if never
 	// used. Snapshots from before it existed decode it as zero.
@@ -135,24 +120,6 @@ type APIKey struct {
 }
 
 // record is the key's record in the key registry (authentication).
-func (k *APIKey) record(projectID string) *KeyRecord {
-	return NewKeyRecord(k.ID, projectID, scopes.Set(k.Scopes), k.LastUsedAt)
-}
-
-// Project is a project's own record.
-type Project struct {
-	ID        string    `json:"id"`
-	AccountID string    `json:"account_id"`
-	Name      string    `json:"name"`
-	Status    string    `json:"status"`
-	Limits    *Limits   `json:"limits,omitempty"` // nil: follow the server's current defaults
-	CreatedAt time.Time `json:"created_at"`
-	// ArchivedAt is when the project was archived (zero while active).
-	ArchivedAt time.Time `json:"archived_at"`
-}
-
-// Actor is who performed an operation, for audit logs.
-type Actor struct {
-	Type string `json:"type"` // api_key, user or operator
-	ID   string `json:"id"`
+func (k *APIKey) record(projectID string) *core.KeyRecord {
+	return core.NewKeyRecord(k.ID, projectID, scopes.Set(k.Scopes), k.LastUsedAt)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -13,54 +14,35 @@ import (
 	"rtcd/scopes"
 )
 
-// Caller is the authenticated principal of a request.
-type Caller struct {
-	ProjectID string
-	ActorType string // "api_key", or "user" for a dashboard session with X-Project-Id
-	ActorID   string
-	Scopes    scopes.Set
-	Role      string // the user's workspace role when ActorType is "user"
-	RequestID string
-	SourceIP  string
-}
-
-func (c *Caller) actor() Actor { return Actor{Type: c.ActorType, ID: c.ActorID} }
-
 // Project actor commands: plain values, sent in an Envelope that carries
 // the answer.
 type (
 	createRoom struct {
-		caller Caller
+		caller core.Caller
 		params validatedRoom
-		idem   *idemPending // nil without an Idempotency-Key
+		idem   *core.IdemPending // nil without an Idempotency-Key
 	}
 	createKey struct {
-		caller Caller
+		caller core.Caller
 		name   string
 		scopes scopes.Set
-		idem   *idemPending
+		idem   *core.IdemPending
 	}
 	revokeKey struct {
-		caller Caller
+		caller core.Caller
 		keyID  string
-	}
-	// roomClosed tells the project a room ended; sent by the room, no reply.
-	// counted: the room added itself to ProjectGate.EndedRooms.
-	roomClosed struct {
-		roomID  string
-		counted bool
 	}
 )
 
 // projectActor owns one project: its record, its set of active rooms (the
 // max_active_rooms cap), its API keys and the idempotency keys in flight.
 type projectActor struct {
-	env      *Env
+	env      *core.Env
 	id       string
-	gate     *ProjectGate // what the project publishes
-	log      *eventLog[projectEvent, *projectState]
-	state    *projectState // log.state
-	recovery *Recovery     // nil when created at run time
+	gate     *core.ProjectGate // what the project publishes
+	log      *core.Log[projectEvent, *projectState]
+	state    *projectState  // log.State()
+	recovery *core.Recovery // nil when created at run time
 	// registered is closed once the registry has published the project's
 	// handle. The actor starts as soon as it is spawned, before that, and
 	// its recovery (and its rooms') looks the handle up.
@@ -80,7 +62,7 @@ func (a *projectActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
-	case *Envelope:
+	case *core.Envelope:
 		switch c := m.Msg.(type) {
 		case createRoom:
 			a.createRoom(c, m)
@@ -96,20 +78,20 @@ func (a *projectActor) Receive(ctx actor.Context) {
 			a.disableEndpoint(c, m)
 		case renameProject:
 			a.renameProject(c, m)
-		case archiveProject:
+		case core.ArchiveProject:
 			a.archiveProject(c, m)
 		default:
-			refuseUnknown(m)
+			core.RefuseUnknown(m)
 		}
 	case touchKey:
 		a.recordKeyUse(m)
 	case idemEnd:
 		delete(a.idemInFlight, m.scope)
-	case roomClosed:
+	case core.RoomClosed:
 		a.roomClosed(m)
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
-	case sweep:
+	case core.Sweep:
 		a.sweepIdempotency()
 	}
 }
@@ -136,12 +118,12 @@ func (a *projectActor) recover() {
 func (a *projectActor) load(first bool) error {
 	a.idemInFlight = make(map[[32]byte]time.Time)
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.env.Store, projectJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, projectJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *projectState { return &projectState{} }, nil)
 	if err != nil {
 		return err
 	}
-	a.log, a.state = log, log.state
+	a.log, a.state = log, log.State()
 	credit, ok := a.env.Registry.CreditGate(a.state.Project.AccountID)
 	if !ok {
 		return fmt.Errorf("actors: project %s belongs to account %s, which has no wallet", a.id, a.state.Project.AccountID)
@@ -150,10 +132,10 @@ func (a *projectActor) load(first bool) error {
 	// The wallet lists its workspace's projects (billing audits and
 	// webhooks go to each); a project created by the dashboard joins that
 	// list here, idempotently, so a crash between the two cannot lose it.
-	a.env.Registry.Send(WalletAddress(a.state.Project.AccountID), addProject{projectID: a.id})
+	a.env.Registry.Send(core.WalletAddress(a.state.Project.AccountID), core.AddProject{ProjectID: a.id})
 	a.publish()
 	a.publishEndpoints()
-	a.env.APIKeys.Update(func(m map[[32]byte]*KeyRecord) {
+	a.env.APIKeys.Update(func(m map[[32]byte]*core.KeyRecord) {
 		for _, k := range a.state.Keys {
 			if k.RevokedAt.IsZero() {
 				m[k.Hash] = k.record(a.id)
@@ -184,20 +166,20 @@ func (a *projectActor) publish() {
 // record appends events to the project's journal in b and applies them
 // (eventLog.record); the caller adds the read records and commits b.
 func (a *projectActor) record(b *persistence.Batch, events ...projectEvent) {
-	a.log.record(b, events...)
+	a.log.Record(b, events...)
 }
 
-func (a *projectActor) createRoom(m createRoom, r *Envelope) {
+func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
 	env := a.env
 	p := a.gate.Record.Load()
-	if p.Status != ProjectActive {
+	if p.Status != core.ProjectActive {
 		// Archived while this request was on its way.
-		r.Respond(Reply{Err: errBadCredential})
+		r.Respond(core.Reply{Err: errBadCredential})
 		return
 	}
 	limits := env.LimitsOf(p)
 	if len(a.state.ActiveRooms)-int(a.gate.EndedRooms.Load()) >= limits.MaxActiveRooms {
-		r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
+		r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "the project has %d active rooms, its max_active_rooms limit", limits.MaxActiveRooms).
 			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
 		return
 	}
@@ -206,11 +188,11 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 		maxParticipants = limits.MaxParticipantsPerRoom
 	}
 	if maxParticipants > limits.MaxParticipantsPerRoom {
-		r.Respond(Reply{Err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
+		r.Respond(core.Reply{Err: apierr.Invalid("max_participants", "max_participants must be at most %d, the project's max_participants_per_room", limits.MaxParticipantsPerRoom)})
 		return
 	}
 	if err := env.AllowRate("room_creates:"+a.id, "room_creates_per_minute", limits.RoomCreatesPerMinute); err != nil {
-		r.Respond(Reply{Err: err})
+		r.Respond(core.Reply{Err: err})
 		return
 	}
 	now := env.CreatedAt()
@@ -222,7 +204,7 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 	b := env.Store.NewBatch()
 	body := roomGenesis(b, room)
 	if m.idem != nil {
-		env.putStored(b, m.idem, 201, body)
+		env.PutStored(b, m.idem, 201, body)
 	}
 	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
 	// The room actor can only start once the batch holding its snapshot is
@@ -235,88 +217,88 @@ func (a *projectActor) createRoom(m createRoom, r *Envelope) {
 	defer close(spawned) // also if spawning panics: the syncer must not wait forever
 	env.Store.Commit(b, func() {
 		<-spawned
-		r.Respond(Reply{Status: 201, Body: body})
+		r.Respond(core.Reply{Status: 201, Body: body})
 	})
 	env.Registry.SpawnRoom(room.ID, a.id, nil)
 	env.Gauges.ActiveRooms.Add(1)
 	a.countedRooms++
 }
 
-func (a *projectActor) roomClosed(m roomClosed) {
-	if m.counted {
+func (a *projectActor) roomClosed(m core.RoomClosed) {
+	if m.Counted {
 		a.gate.EndedRooms.Add(-1)
 	}
-	if _, ok := a.state.ActiveRooms[m.roomID]; !ok {
+	if _, ok := a.state.ActiveRooms[m.RoomID]; !ok {
 		return // already recorded (the room re-announces after a restart)
 	}
 	b := a.env.Store.NewBatch()
-	a.record(b, projectEvent{RoomClosed: &roomRef{RoomID: m.roomID}})
+	a.record(b, projectEvent{RoomClosed: &roomRef{RoomID: m.RoomID}})
 	a.env.Store.Commit(b, nil)
 	a.env.Gauges.ActiveRooms.Add(-1)
 	a.countedRooms--
 }
 
-func (a *projectActor) createKey(m createKey, r *Envelope) {
+func (a *projectActor) createKey(m createKey, r *core.Envelope) {
 	env := a.env
-	if a.state.Project.Status != ProjectActive {
-		r.Respond(Reply{Err: errBadCredential}) // archived while the request was on its way
+	if a.state.Project.Status != core.ProjectActive {
+		r.Respond(core.Reply{Err: errBadCredential}) // archived while the request was on its way
 		return
 	}
 	if !m.caller.Scopes.Contains(m.scopes) {
 		missing := scopes.Set(m.scopes &^ m.caller.Scopes)
-		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
+		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
 			WithDetails("missing_scopes", missing.Names())})
 		return
 	}
 	if a.state.ActiveKeys >= MaxActiveAPIKeysPerProject {
-		r.Respond(Reply{Err: apierr.New(apierr.APIKeyLimitReached, "the project has %d active API keys, the maximum; revoke one first", MaxActiveAPIKeysPerProject).
+		r.Respond(core.Reply{Err: apierr.New(apierr.APIKeyLimitReached, "the project has %d active API keys, the maximum; revoke one first", MaxActiveAPIKeysPerProject).
 			WithDetails("limit", MaxActiveAPIKeysPerProject)})
 		return
 	}
 	if err := env.AllowRate("api_key_creates:"+a.id, "api_key_creates_per_minute", APIKeyCreatesPerMinute); err != nil {
-		r.Respond(Reply{Err: err})
+		r.Respond(core.Reply{Err: err})
 		return
 	}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
-		r.Respond(Reply{Err: apierr.New(apierr.Internal, "could not generate a key")})
+		r.Respond(core.Reply{Err: apierr.New(apierr.Internal, "could not generate a key")})
 		return
 	}
 	now := env.CreatedAt()
 	key := APIKey{
 		ID: ids.New(ids.APIKey), Name: m.name, Scopes: uint32(m.scopes), Last4: auth.Last4(secret),
-		Hash: env.Keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.actor(),
+		Hash: env.Keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.AuditActor(),
 	}
 	v := key.view()
-	record := mustJSON(v)
+	record := core.MustJSON(v)
 	v.Secret = secret
-	body := mustJSON(v)
+	body := core.MustJSON(v)
 
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
-	a.env.Audit.Project(b, a.id, &m.caller, "api_key.created", AuditTarget{Type: "api_key", ID: key.ID},
+	a.env.Audit.Project(b, a.id, &m.caller, "api_key.created", core.AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.idem != nil {
-		env.putStored(b, m.idem, 201, body)
+		env.PutStored(b, m.idem, 201, body)
 	}
 	rec := key.record(a.id)
 	a.record(b, projectEvent{APIKeyCreated: &key})
 	env.Store.Commit(b, func() {
 		// Usable only once its creation is durable.
-		env.APIKeys.Update(func(reg map[[32]byte]*KeyRecord) { reg[key.Hash] = rec })
-		r.Respond(Reply{Status: 201, Body: body})
+		env.APIKeys.Update(func(reg map[[32]byte]*core.KeyRecord) { reg[key.Hash] = rec })
+		r.Respond(core.Reply{Status: 201, Body: body})
 	})
 }
 
-func (a *projectActor) revokeKey(m revokeKey, r *Envelope) {
+func (a *projectActor) revokeKey(m revokeKey, r *core.Envelope) {
 	env := a.env
 	key, ok := a.state.Keys[m.keyID]
 	if !ok {
-		r.Respond(Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
 		return
 	}
 	if m.caller.ActorType == "api_key" && m.caller.ActorID == key.ID {
-		r.Respond(Reply{Err: apierr.New(apierr.Conflict,
+		r.Respond(core.Reply{Err: apierr.New(apierr.Conflict,
 			"a key cannot revoke itself; create a new key, switch to it, then revoke this one with the new key").
 			WithDetails("reason", "cannot_revoke_current_key")})
 		return
@@ -324,20 +306,20 @@ func (a *projectActor) revokeKey(m revokeKey, r *Envelope) {
 	if !key.RevokedAt.IsZero() {
 		// DELETE is idempotent. The revocation may still be on its way to
 		// disk (a concurrent first DELETE): answer once it is durable.
-		body := mustJSON(key.view())
-		env.Store.AfterDurable(func() { r.Respond(Reply{Status: 200, Body: body}) })
+		body := core.MustJSON(key.view())
+		env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
 	// Revocation takes effect at once, before it is durable: failing safe.
-	env.APIKeys.Update(func(reg map[[32]byte]*KeyRecord) { delete(reg, key.Hash) })
+	env.APIKeys.Update(func(reg map[[32]byte]*core.KeyRecord) { delete(reg, key.Hash) })
 	revoked := *key
 	revoked.RevokedAt = env.Clock.Now()
-	body := mustJSON(revoked.view())
+	body := core.MustJSON(revoked.view())
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body)
-	env.Audit.Project(b, a.id, &m.caller, "api_key.revoked", AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
+	env.Audit.Project(b, a.id, &m.caller, "api_key.revoked", core.AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
-	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // touchKey asks the project to journal a key's last use. Authentication
@@ -369,7 +351,7 @@ func (a *projectActor) recordKeyUse(m touchKey) {
 			used = last
 		}
 	}
-	if !key.LastUsedAt.IsZero() && used.Sub(key.LastUsedAt) < apiKeyTouchInterval {
+	if !key.LastUsedAt.IsZero() && used.Sub(key.LastUsedAt) < core.APIKeyTouchInterval {
 		if rec != nil {
 			rec.Touched(time.Time{})
 		}
@@ -377,7 +359,7 @@ func (a *projectActor) recordKeyUse(m touchKey) {
 	}
 	b := a.env.Store.NewBatch()
 	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
-	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), mustJSON(key.view()))
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), core.MustJSON(key.view()))
 	a.env.Store.Commit(b, nil)
 	if rec != nil {
 		rec.Touched(used)
@@ -393,7 +375,7 @@ func (a *projectActor) sweepIdempotency() {
 	}
 	a.env.Store.Commit(b, nil)
 	if n == idempotencySweepBatch { // more expired: continue after queued requests
-		go a.env.Registry.Send(ProjectAddress(a.id), sweep{})
+		go a.env.Registry.Send(core.ProjectAddress(a.id), core.Sweep{})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -23,9 +24,9 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	dir := t.TempDir()
 	keys, _ := auth.DeriveKeys(make([]byte, 32))
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	billing := Billing{Enabled: true, Currency: "USD", BootstrapCredit: 10_000_000, TopupExpiry: time.Hour}
-	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
-		DefaultLimits: Limits{MaxActiveRooms: 1, MaxActiveParticipants: 1, MaxParticipantsPerRoom: 1,
+	billing := core.Billing{Enabled: true, Currency: "USD", BootstrapCredit: 10_000_000, TopupExpiry: time.Hour}
+	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
+		DefaultLimits: core.Limits{MaxActiveRooms: 1, MaxActiveParticipants: 1, MaxParticipantsPerRoom: 1,
 			RoomCreatesPerMinute: 1, ParticipantCreatesPerMinute: 1, ConnectRequestsPerMinute: 1},
 		ConnectPerIPPerMinute: 1, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000, Billing: billing}
 	open := func() (*persistence.Store, *Engine) {
@@ -48,9 +49,9 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 		return store, e
 	}
 	store, e := open()
-	var caller *Caller
-	e.env.APIKeys.Range(func(rec *KeyRecord) { // the bootstrap key is the only one
-		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
+	var caller *core.Caller
+	e.env.APIKeys.Range(func(rec *core.KeyRecord) { // the bootstrap key is the only one
+		caller = &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
 	})
 	account := e.limitsAccount(caller)
 	amount := "25.00"

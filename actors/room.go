@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -14,32 +15,32 @@ import (
 // answer.
 type (
 	createParticipant struct {
-		caller Caller
+		caller core.Caller
 		params validatedParticipant
-		idem   *idemPending // nil without an Idempotency-Key
+		idem   *core.IdemPending // nil without an Idempotency-Key
 	}
 	connectParticipant struct {
 		claims auth.ParticipantClaims
 	}
 	removeParticipant struct {
-		caller        Caller
+		caller        core.Caller
 		participantID string
 	}
 	deleteRoom struct {
-		caller Caller
+		caller core.Caller
 	}
 )
 
 // roomActor owns one room: its status, its participants and the
 // max_participants cap. It decides a connect in one step.
 type roomActor struct {
-	env       *Env
+	env       *core.Env
 	id        string
 	projectID string
-	gate      *ProjectGate // what the room's project publishes
-	log       *eventLog[roomEvent, *roomState]
-	state     *roomState // log.state
-	recovery  *Recovery  // nil when spawned at run time (its snapshot is in the creating batch)
+	gate      *core.ProjectGate // what the room's project publishes
+	log       *core.Log[roomEvent, *roomState]
+	state     *roomState     // log.State()
+	recovery  *core.Recovery // nil when spawned at run time (its snapshot is in the creating batch)
 
 	// As in projectActor: recovery may run again after a restart, so the
 	// start-up recovery is told once and countedSlots (this room's share
@@ -55,7 +56,7 @@ func (a *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
-	case *Envelope:
+	case *core.Envelope:
 		switch c := m.Msg.(type) {
 		case connectParticipant:
 			a.connect(c, m)
@@ -66,7 +67,7 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		case deleteRoom:
 			a.deleteRoom(c, m)
 		default:
-			refuseUnknown(m)
+			core.RefuseUnknown(m)
 		}
 	case crashForTest:
 		panic("actors: crash requested by a test") // exercises restart after a panic
@@ -76,7 +77,7 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		a.mediaLeft(m.r)
 	case mediaPresence:
 		a.reconcile(m)
-	case sweep:
+	case core.Sweep:
 		if a.sweep() {
 			ctx.Poison(ctx.Self()) // queued behind any message already sent to it
 		}
@@ -100,12 +101,12 @@ func (a *roomActor) recover() {
 // after a panic restart.
 func (a *roomActor) load(first bool) error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.env.Store, roomJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, roomJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *roomState { return &roomState{} }, nil)
 	if err != nil {
 		return err
 	}
-	a.log, a.state = log, log.state
+	a.log, a.state = log, log.State()
 	// Recovered cap slots count again; no limit check, they were admitted.
 	delta := int64(a.state.Connected - a.countedSlots)
 	a.gate.ActiveParticipants.Add(delta)
@@ -118,22 +119,22 @@ func (a *roomActor) load(first bool) error {
 	case RoomEnding:
 		a.finishEnding() // it crashed or stopped mid-ending
 	case RoomEnded:
-		a.env.Registry.Send(ProjectAddress(a.projectID), roomClosed{roomID: a.id}) // the project may have missed it
+		a.env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id}) // the project may have missed it
 	}
 	return nil
 }
 
 // record appends events to the room's journal in b and applies them.
-func (a *roomActor) record(b *persistence.Batch, events ...roomEvent) { a.log.record(b, events...) }
+func (a *roomActor) record(b *persistence.Batch, events ...roomEvent) { a.log.Record(b, events...) }
 
 func (a *roomActor) putRoomRecord(b *persistence.Batch) []byte {
-	body := mustJSON(a.state.Room.view())
+	body := core.MustJSON(a.state.Room.view())
 	b.Set(roomRecordKey(a.projectID, a.id), body)
 	return body
 }
 
 func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) []byte {
-	body := mustJSON(p.view())
+	body := core.MustJSON(p.view())
 	b.Set(participantRecordKey(a.projectID, a.id, p.ID), body)
 	return body
 }
@@ -149,7 +150,7 @@ func (a *roomActor) expireIfDue() {
 // closedError is the error for a room that no longer admits anyone.
 func (a *roomActor) closedError() *apierr.Error {
 	if a.state.Room.EndReason == EndReasonExpired {
-		return apierr.New(apierr.RoomExpired, "room %s expired at %s", a.id, Timestamp(a.state.Room.ExpiresAt))
+		return apierr.New(apierr.RoomExpired, "room %s expired at %s", a.id, core.Timestamp(a.state.Room.ExpiresAt))
 	}
 	return apierr.New(apierr.RoomEnded, "room %s has ended", a.id)
 }
@@ -159,25 +160,25 @@ func (a *roomActor) admitting() bool {
 	return s == RoomWaiting || s == RoomActive
 }
 
-func (a *roomActor) createParticipant(m createParticipant, r *Envelope) {
+func (a *roomActor) createParticipant(m createParticipant, r *core.Envelope) {
 	env := a.env
 	a.expireIfDue()
 	if !a.admitting() {
-		r.Respond(Reply{Err: a.closedError()})
+		r.Respond(core.Reply{Err: a.closedError()})
 		return
 	}
 	if len(a.state.Participants) >= MaxParticipantSessionsPerRoom {
-		r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
+		r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
 			WithDetails("limit_name", "participant_sessions_per_room", "limit", MaxParticipantSessionsPerRoom)})
 		return
 	}
 	if a.creditGateClosed() {
-		r.Respond(Reply{Err: errInsufficientCredit})
+		r.Respond(core.Reply{Err: errInsufficientCredit})
 		return
 	}
 	limits := env.LimitsOf(a.gate.Record.Load())
 	if err := env.AllowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
-		r.Respond(Reply{Err: err})
+		r.Respond(core.Reply{Err: err})
 		return
 	}
 	now := env.CreatedAt()
@@ -195,16 +196,16 @@ func (a *roomActor) createParticipant(m createParticipant, r *Envelope) {
 	token := env.Keys.SignParticipantToken(auth.ParticipantClaims{
 		ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, ExpiresAt: expiresAt,
 	})
-	body := mustJSON(ParticipantCreatedView{ParticipantView: p.view(), Token: token})
+	body := core.MustJSON(ParticipantCreatedView{ParticipantView: p.view(), Token: token})
 
 	b := env.Store.NewBatch()
 	a.putParticipantRecord(b, &p)
 	b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID))
 	if m.idem != nil {
-		env.putStored(b, m.idem, 201, body)
+		env.PutStored(b, m.idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
-	env.Store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
 // connect runs the connect checks that need state, in the spec's order:
@@ -216,24 +217,24 @@ func (a *roomActor) createParticipant(m createParticipant, r *Envelope) {
 // last, with a compare-and-swap that fails only if other rooms took the
 // project's last slots since the quota check (then the answer is that
 // check's), so no refusal ever holds a slot or gives one back.
-func (a *roomActor) connect(m connectParticipant, r *Envelope) {
+func (a *roomActor) connect(m connectParticipant, r *core.Envelope) {
 	env := a.env
-	if a.gate.Record.Load().Status != ProjectActive {
-		r.Respond(Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
+	if a.gate.Record.Load().Status != core.ProjectActive {
+		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
 		return
 	}
 	a.expireIfDue()
 	if !a.admitting() {
-		r.Respond(Reply{Err: a.closedError()})
+		r.Respond(core.Reply{Err: a.closedError()})
 		return
 	}
 	p, ok := a.state.Participants[m.claims.ParticipantID]
 	if !ok {
-		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
 			WithDetails("participant_status", p.Status)})
 		return
 	}
@@ -243,21 +244,21 @@ func (a *roomActor) connect(m connectParticipant, r *Envelope) {
 	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
 	if newSlot {
 		if a.state.Connected >= a.state.Room.MaxParticipants {
-			r.Respond(Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
+			r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
 		}
 		if a.gate.ActiveParticipants.Load() >= int64(limit) {
-			r.Respond(Reply{Err: errProjectFull(limit)})
+			r.Respond(core.Reply{Err: errProjectFull(limit)})
 			return
 		}
 	}
 	if a.creditGateClosed() {
-		r.Respond(Reply{Err: errInsufficientCredit})
+		r.Respond(core.Reply{Err: errInsufficientCredit})
 		return
 	}
 	if env.Settings.MediaURL == "" {
-		r.Respond(Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
 		return
 	}
 	now := env.Clock.Now()
@@ -270,28 +271,28 @@ func (a *roomActor) connect(m connectParticipant, r *Envelope) {
 	expiresAt = expiresAt.Truncate(time.Second)
 	if !expiresAt.After(now) {
 		a.startEnding(EndReasonExpired, nil, nil)
-		r.Respond(Reply{Err: a.closedError()})
+		r.Respond(core.Reply{Err: a.closedError()})
 		return
 	}
 	// Every check passed: take the project's slot, last.
 	if newSlot && !a.acquireProjectSlot(limit) {
-		r.Respond(Reply{Err: errProjectFull(limit)})
+		r.Respond(core.Reply{Err: errProjectFull(limit)})
 		return
 	}
 	sessionID := ids.New(ids.ConnectSession)
 	mediaToken := env.Keys.SignMediaToken(auth.MediaClaims{
 		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
 	})
-	body := mustJSON(ConnectView{
+	body := core.MustJSON(ConnectView{
 		Object: "connect_session", SessionID: sessionID, Endpoint: env.Settings.MediaURL, MediaToken: mediaToken,
-		ExpiresAt: Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
+		ExpiresAt: core.Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
 	})
 	b := env.Store.NewBatch()
 	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now, ExpiresAt: expiresAt}})
 	if newSlot {
 		a.putParticipantRecord(b, p) // its status is connected now
 	}
-	env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // errProjectFull is the project quota's answer (max_active_participants).
@@ -366,14 +367,14 @@ func (a *roomActor) releaseProjectSlots(n int) {
 	a.countedSlots -= n
 }
 
-func (a *roomActor) removeParticipant(m removeParticipant, r *Envelope) {
+func (a *roomActor) removeParticipant(m removeParticipant, r *core.Envelope) {
 	p, ok := a.state.Participants[m.participantID]
 	if !ok {
-		r.Respond(Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(Reply{Status: 200, Body: mustJSON(p.view())}) // DELETE is idempotent
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(p.view())}) // DELETE is idempotent
 		return
 	}
 	now := a.env.Clock.Now()
@@ -382,19 +383,19 @@ func (a *roomActor) removeParticipant(m removeParticipant, r *Envelope) {
 	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
 	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
 	body := a.putParticipantRecord(b, p)
-	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 	a.nudgeWallet()
 	if media := a.env.Media.Engine(); media != nil && joined {
 		media.RemoveParticipant(a.id, p.ID)
 	}
 }
 
-func (a *roomActor) deleteRoom(m deleteRoom, r *Envelope) {
+func (a *roomActor) deleteRoom(m deleteRoom, r *core.Envelope) {
 	if a.admitting() {
-		a.startEnding(EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(Reply{Status: 200, Body: body}) })
+		a.startEnding(EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
-	r.Respond(Reply{Status: 200, Body: mustJSON(a.state.Room.view())}) // DELETE is idempotent
+	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
@@ -402,11 +403,11 @@ func (a *roomActor) deleteRoom(m deleteRoom, r *Envelope) {
 // an external media engine's closure can sit between them; a crash in
 // between resumes at finishEnding on recovery. An actor never sends to its
 // own bounded mailbox (it could block on itself), so this is a direct call.
-func (a *roomActor) startEnding(reason string, caller *Caller, done func(body []byte)) {
+func (a *roomActor) startEnding(reason string, caller *core.Caller, done func(body []byte)) {
 	env := a.env
 	b := env.Store.NewBatch()
 	if caller != nil {
-		env.Audit.Project(b, a.projectID, caller, "room.deleted", AuditTarget{Type: "room", ID: a.id}, nil)
+		env.Audit.Project(b, a.projectID, caller, "room.deleted", core.AuditTarget{Type: "room", ID: a.id}, nil)
 	}
 	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: env.Clock.Now()}})
 	body := a.putRoomRecord(b)
@@ -438,7 +439,7 @@ func (a *roomActor) finishEnding() {
 		}
 	}
 	seq := a.state.EventSeq + 1
-	env.Outbox.Emit(b, a.projectID, EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
+	env.Outbox.Emit(b, a.projectID, core.EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
 	a.record(b, roomEvent{RoomEnded: &roomEnded{At: now}, EventSeq: seq})
 	a.putRoomRecord(b)
 	for _, p := range open {
@@ -452,7 +453,7 @@ func (a *roomActor) finishEnding() {
 		// Told only once the end is durable, so the project never forgets a
 		// room that would recover as ending. Sent from a goroutine: the
 		// syncer must never block on a full mailbox.
-		go env.Registry.Send(ProjectAddress(a.projectID), roomClosed{roomID: a.id, counted: true})
+		go env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
 	})
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/ids"
 	"rtcd/money"
 	"rtcd/persistence"
@@ -41,14 +42,6 @@ type MediaPresence struct {
 	Sessions []MediaJoin
 }
 
-// MediaEngine is what the control plane asks of the media engine. The
-// reference media node implements it in process; an adapter can put an
-// external SFU behind it.
-type MediaEngine interface {
-	CloseRoom(roomID, reason string)
-	RemoveParticipant(roomID, participantID string)
-}
-
 // Room actor messages from the media side (no reply).
 type (
 	mediaJoined   struct{ r MediaJoin }
@@ -61,7 +54,7 @@ type (
 
 // SetMedia connects the media engine; nil means none (rooms then close
 // without asking a media engine).
-func (e *Engine) SetMedia(m MediaEngine) { e.env.Media.SetEngine(m) }
+func (e *Engine) SetMedia(m core.MediaEngine) { e.env.Media.SetEngine(m) }
 
 // MediaJoined routes a join report to its room.
 func (e *Engine) MediaJoined(r MediaJoin) {
@@ -112,9 +105,9 @@ func (a *roomActor) join(r MediaJoin) {
 	seq := a.state.EventSeq
 	next := func() uint64 { seq++; return seq }
 	if wasWaiting {
-		a.env.Outbox.Emit(b, a.projectID, EventRoomStarted, r.At, map[string]any{"room_id": a.id, "sequence": next()})
+		a.env.Outbox.Emit(b, a.projectID, core.EventRoomStarted, r.At, map[string]any{"room_id": a.id, "sequence": next()})
 	}
-	a.env.Outbox.Emit(b, a.projectID, EventParticipantJoined, r.At, map[string]any{
+	a.env.Outbox.Emit(b, a.projectID, core.EventParticipantJoined, r.At, map[string]any{
 		"room_id": a.id, "participant_id": p.ID, "session_id": r.SessionID, "sequence": next()})
 	a.record(b, roomEvent{ParticipantJoined: &participantJoined{ParticipantID: p.ID, SessionID: r.SessionID, At: r.At}, EventSeq: seq})
 	a.putParticipantRecord(b, p)
@@ -142,11 +135,11 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 		seconds = int64(at.Sub(u.StartedAt) / time.Second)
 		charged = a.charge(b, p, u, seconds, at)
 		a.writeUsageRecords(b, p, u, at, seconds)
-		a.env.Outbox.Emit(b, a.projectID, EventParticipantLeft, at, map[string]any{
+		a.env.Outbox.Emit(b, a.projectID, core.EventParticipantLeft, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID, "reason": reason, "sequence": next()})
-		a.env.Outbox.Emit(b, a.projectID, EventUsageFinalized, at, map[string]any{
+		a.env.Outbox.Emit(b, a.projectID, core.EventUsageFinalized, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID,
-			"started_at": Timestamp(u.StartedAt), "ended_at": Timestamp(at),
+			"started_at": core.Timestamp(u.StartedAt), "ended_at": core.Timestamp(at),
 			"participant_seconds": seconds, "participant_minutes": float64(seconds) / 60,
 			"amount": money.Micros(charged).Format(ledgerAmountDecimals), "currency": a.env.Settings.Billing.Currency,
 			"sequence": next()})
@@ -170,11 +163,11 @@ func (a *roomActor) charge(b *persistence.Batch, p *Participant, u *UsageSession
 		return u.ChargedMicros
 	}
 	accountID := a.gate.Record.Load().AccountID
-	c := pendingCharge{
+	c := core.PendingCharge{
 		ID: ids.New(ids.Charge), ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
 		Seconds: totalSeconds - u.SettledSeconds, Amount: total - u.ChargedMicros, At: at,
 	}
-	b.Set(persistence.Key(persistence.PrefixCharge, accountID+"/"+c.ID), mustJSON(c))
+	b.Set(persistence.Key(persistence.PrefixCharge, accountID+"/"+c.ID), core.MustJSON(c))
 	a.chargesWritten = true
 	return total
 }
@@ -187,7 +180,7 @@ func (a *roomActor) nudgeWallet() {
 		return
 	}
 	a.chargesWritten = false
-	go a.env.Registry.Send(WalletAddress(a.gate.Record.Load().AccountID), applyCharges{}) // never block the room on a full wallet mailbox
+	go a.env.Registry.Send(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
 }
 
 // settle charges every joined participant for its usage so far. Called by
@@ -250,7 +243,7 @@ func (a *roomActor) writeUsageRecords(b *persistence.Batch, p *Participant, u *U
 		}
 		rec := UsageRecord{ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
 			Day: from.UTC().Format(usageDayLayout), Seconds: secs, StartedAt: from, EndedAt: to}
-		b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), mustJSON(rec))
+		b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), core.MustJSON(rec))
 		if !to.Before(end) {
 			return
 		}

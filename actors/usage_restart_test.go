@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/money"
@@ -19,10 +20,10 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	dir := t.TempDir()
 	keys, _ := auth.DeriveKeys(make([]byte, 32))
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	billing := Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
+	billing := core.Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
 		LowCreditThreshold: 1_000_000, MinimumCreditToStart: 0, SettleInterval: time.Minute, BootstrapCredit: 10_000_000}
-	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
-		DefaultLimits: Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
+	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
+		DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
 			RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
 		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000, Billing: billing}
 	open := func() (*persistence.Store, *Engine) {
@@ -46,9 +47,9 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	}
 
 	store, e := open()
-	var caller *Caller
-	e.env.APIKeys.Range(func(rec *KeyRecord) { // the bootstrap key is the only one
-		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
+	var caller *core.Caller
+	e.env.APIKeys.Range(func(rec *core.KeyRecord) { // the bootstrap key is the only one
+		caller = &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
 	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
@@ -75,7 +76,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	clk.Advance(90 * time.Second)
 	rh, _ := e.room(roomID)
-	e.system.Root.Send(rh.pid, sweep{}) // settles 90 s
+	e.system.Root.Send(rh.pid, core.Sweep{}) // settles 90 s
 	if _, aerr := e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil); aerr != nil {
 		t.Fatal(aerr) // queued behind the sweep: the settlement is done
 	}
@@ -111,7 +112,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 }
 
 // limitsAccount is the workspace of the caller's project.
-func (e *Engine) limitsAccount(c *Caller) string {
+func (e *Engine) limitsAccount(c *core.Caller) string {
 	h, _ := e.project(c.ProjectID)
 	return h.gate.Record.Load().AccountID
 }

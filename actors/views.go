@@ -1,33 +1,11 @@
 package actors
 
 import (
-	"time"
-
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/money"
 	"rtcd/scopes"
 )
-
-// timeLayout renders timestamps as ISO 8601 UTC with millisecond precision.
-const timeLayout = "2006-01-02T15:04:05.000Z"
-
-// Timestamp renders t for the wire.
-func Timestamp(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func optionalTimestamp(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := Timestamp(t)
-	return &s
-}
-
-func optionalString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
 
 var emptyObject = json.RawMessage(`{}`)
 
@@ -55,10 +33,10 @@ type RoomView struct {
 
 func (r *Room) view() RoomView {
 	return RoomView{
-		Object: "room", ID: r.ID, Name: optionalString(r.Name), Status: r.Status, Region: r.Region,
+		Object: "room", ID: r.ID, Name: core.OptionalString(r.Name), Status: r.Status, Region: r.Region,
 		MaxParticipants: r.MaxParticipants, Metadata: metadataOrEmpty(r.Metadata),
-		CreatedAt: Timestamp(r.CreatedAt), ExpiresAt: Timestamp(r.ExpiresAt),
-		EndedAt: optionalTimestamp(r.EndedAt), EndReason: optionalString(r.EndReason),
+		CreatedAt: core.Timestamp(r.CreatedAt), ExpiresAt: core.Timestamp(r.ExpiresAt),
+		EndedAt: core.OptionalTimestamp(r.EndedAt), EndReason: core.OptionalString(r.EndReason),
 	}
 }
 
@@ -80,10 +58,10 @@ type ParticipantView struct {
 
 func (p *Participant) view() ParticipantView {
 	return ParticipantView{
-		Object: "participant", ID: p.ID, RoomID: p.RoomID, ExternalID: optionalString(p.ExternalID),
-		Name: optionalString(p.Name), Role: p.Role, Status: p.Status, Metadata: metadataOrEmpty(p.Metadata),
-		CreatedAt: Timestamp(p.CreatedAt), ExpiresAt: Timestamp(p.ExpiresAt),
-		ConnectedAt: optionalTimestamp(p.ConnectedAt), EndedAt: optionalTimestamp(p.EndedAt),
+		Object: "participant", ID: p.ID, RoomID: p.RoomID, ExternalID: core.OptionalString(p.ExternalID),
+		Name: core.OptionalString(p.Name), Role: p.Role, Status: p.Status, Metadata: metadataOrEmpty(p.Metadata),
+		CreatedAt: core.Timestamp(p.CreatedAt), ExpiresAt: core.Timestamp(p.ExpiresAt),
+		ConnectedAt: core.OptionalTimestamp(p.ConnectedAt), EndedAt: core.OptionalTimestamp(p.EndedAt),
 	}
 }
 
@@ -117,29 +95,10 @@ func (k *APIKey) view() APIKeyView {
 		status = "revoked"
 	}
 	return APIKeyView{
-		Object: "api_key", ID: k.ID, Name: optionalString(k.Name), Scopes: scopes.Set(k.Scopes).Names(),
-		Last4: k.Last4, Status: status, CreatedAt: Timestamp(k.CreatedAt), RevokedAt: optionalTimestamp(k.RevokedAt),
-		LastUsedAt: optionalTimestamp(k.LastUsedAt),
+		Object: "api_key", ID: k.ID, Name: core.OptionalString(k.Name), Scopes: scopes.Set(k.Scopes).Names(),
+		Last4: k.Last4, Status: status, CreatedAt: core.Timestamp(k.CreatedAt), RevokedAt: core.OptionalTimestamp(k.RevokedAt),
+		LastUsedAt: core.OptionalTimestamp(k.LastUsedAt),
 	}
-}
-
-// AuditEntry is one audit log entry (GET /v1/audit-logs).
-type AuditEntry struct {
-	Object    string         `json:"object"`
-	ID        string         `json:"id"`
-	Action    string         `json:"action"`
-	Actor     Actor          `json:"actor"`
-	Target    AuditTarget    `json:"target"`
-	RequestID *string        `json:"request_id"`
-	SourceIP  *string        `json:"source_ip"`
-	CreatedAt string         `json:"created_at"`
-	Details   map[string]any `json:"details"`
-}
-
-// AuditTarget is the object an audited operation acted on.
-type AuditTarget struct {
-	Type string `json:"type"`
-	ID   string `json:"id"`
 }
 
 // ConnectView is the connect session (POST /v1/connect response).
@@ -172,16 +131,6 @@ func featuresOf(role string) FeaturesView {
 	return FeaturesView{}
 }
 
-// mustJSON encodes a view. Views are plain structs of strings, numbers and
-// raw JSON that was validated on the way in, so an error is a bug.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("actors: encoding a view failed: " + err.Error())
-	}
-	return b
-}
-
 // LedgerEntryView is the public ledger entry (GET /v1/billing/ledger).
 type LedgerEntryView struct {
 	Object       string         `json:"object"`
@@ -209,7 +158,7 @@ func ledgerView(l *LedgerEntry, currency string) LedgerEntryView {
 		Amount:       money.Micros(l.Amount).Format(ledgerAmountDecimals),
 		BalanceAfter: money.Micros(l.BalanceAfter).Format(ledgerAmountDecimals),
 		Currency:     currency, Description: l.Description, Reference: ref,
-		CreatedAt: Timestamp(l.CreatedAt),
+		CreatedAt: core.Timestamp(l.CreatedAt),
 	}
 }
 
@@ -234,7 +183,7 @@ func topupView(t *Topup) TopupView {
 	return TopupView{
 		Object: "topup", PaymentID: t.PaymentID, Amount: money.Micros(t.Amount).Format(2), Currency: t.Currency,
 		Method: t.Method, Status: t.Status, Provider: t.Provider, AuthorizeURL: t.AuthorizeURL, ReceiptURL: t.ReceiptURL,
-		Refunded: money.Micros(t.RefundedAmount).Format(2), CreatedAt: Timestamp(t.CreatedAt), ExpiresAt: Timestamp(t.ExpiresAt),
-		CompletedAt: optionalTimestamp(t.CompletedAt),
+		Refunded: money.Micros(t.RefundedAmount).Format(2), CreatedAt: core.Timestamp(t.CreatedAt), ExpiresAt: core.Timestamp(t.ExpiresAt),
+		CompletedAt: core.OptionalTimestamp(t.CompletedAt),
 	}
 }

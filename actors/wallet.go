@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/money"
@@ -54,20 +55,8 @@ const (
 	MaxAdjustmentReasonBytes = 256
 )
 
-// Billing is the pricing and credit policy, from configuration.
-type Billing struct {
-	Enabled                bool
-	Currency               string
-	ParticipantMinutePrice money.Micros
-	LowCreditThreshold     money.Micros
-	MinimumCreditToStart   money.Micros
-	SettleInterval         time.Duration // how often active sessions are charged
-	TopupExpiry            time.Duration // unpaid top-ups expire after this
-	BootstrapCredit        money.Micros  // credited to the first workspace by rtcd init
-}
-
 // creditStateOf is the pure rule from a balance to a credit state.
-func (b *Billing) creditStateOf(balance int64) string {
+func creditStateOf(b *core.Billing, balance int64) string {
 	switch {
 	case balance < int64(b.MinimumCreditToStart):
 		return CreditExhausted
@@ -114,21 +103,6 @@ type Topup struct {
 	ExpiresAt      time.Time `json:"expires_at"`
 	CompletedAt    time.Time `json:"completed_at"`
 	RefundedAmount int64     `json:"refunded_amount"`
-}
-
-// pendingCharge is a usage charge a room wrote in its own batch (under
-// pc/<account>/<id>) for the wallet to apply. The wallet applies it and
-// deletes it in one batch, so each charge is applied exactly once even
-// across crashes of either actor.
-type pendingCharge struct {
-	ID            string    `json:"id"`
-	ProjectID     string    `json:"project_id"`
-	RoomID        string    `json:"room_id"`
-	ParticipantID string    `json:"participant_id"`
-	SessionID     string    `json:"session_id"`
-	Seconds       int64     `json:"participant_seconds"` // seconds this charge covers
-	Amount        int64     `json:"amount"`              // micro-units, positive
-	At            time.Time `json:"at"`
 }
 
 // walletEvent is one entry of a wallet's journal. Exactly one field is set.
@@ -184,18 +158,18 @@ func newWalletState(a Account, creditState string) *walletState {
 // the balance, in the credit state of that balance. Every wallet starts
 // here: bootstrap's (with the configured opening credit) and each new
 // workspace's (with none).
-func walletGenesis(b *persistence.Batch, account Account, billing Billing, openingCredit money.Micros, now time.Time) *walletState {
-	s := newWalletState(account, billing.creditStateOf(0))
+func walletGenesis(b *persistence.Batch, account Account, billing core.Billing, openingCredit money.Micros, now time.Time) *walletState {
+	s := newWalletState(account, creditStateOf(&billing, 0))
 	if openingCredit > 0 {
 		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(openingCredit),
 			BalanceAfter: int64(openingCredit), Description: "opening credit of the first workspace",
 			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
-		applyAll(s, walletEvent{LedgerEntryAdded: &entry},
-			walletEvent{CreditStateChanged: &creditStateChanged{To: billing.creditStateOf(entry.BalanceAfter), At: now}})
-		b.Set(persistence.IndexKey(persistence.PrefixLedger, account.ID, now.UnixNano(), entry.ID), mustJSON(ledgerView(&entry, billing.Currency)))
+		core.ApplyAll(s, walletEvent{LedgerEntryAdded: &entry},
+			walletEvent{CreditStateChanged: &creditStateChanged{To: creditStateOf(&billing, entry.BalanceAfter), At: now}})
+		b.Set(persistence.IndexKey(persistence.PrefixLedger, account.ID, now.UnixNano(), entry.ID), core.MustJSON(ledgerView(&entry, billing.Currency)))
 	}
 	b.Set(persistence.Key(persistence.PrefixAccount, account.ID), nil)
-	persistence.WriteSnapshotAt(b, walletJournal(account.ID), 0, encode(s))
+	persistence.WriteSnapshotAt(b, walletJournal(account.ID), 0, core.Encode(s))
 	return s
 }
 
@@ -240,7 +214,7 @@ func (s *walletState) Apply(e *walletEvent) error {
 	case e.ProjectAdded != nil:
 		s.Account.ProjectIDs = append(s.Account.ProjectIDs, e.ProjectAdded.ProjectID)
 	default:
-		return errUnknownEvent
+		return core.ErrUnknownEvent
 	}
 	return nil
 }
@@ -256,9 +230,7 @@ func (s *walletState) topup(kind, paymentID string) (*Topup, error) {
 
 // Wallet commands.
 type (
-	// applyCharges nudges the wallet to apply pending usage charges.
-	applyCharges struct{}
-	createTopup  struct {
+	createTopup struct {
 		topup Topup
 	}
 	// PaymentUpdate is a verified provider callback, already mapped to a payment.
@@ -283,19 +255,19 @@ type (
 	adjustBalance struct {
 		amount int64
 		reason string
-		actor  Actor
+		actor  core.Actor
 	}
 )
 
 // walletActor owns one workspace's prepaid balance, its ledger, its credit
 // state and its top-ups.
 type walletActor struct {
-	env       *Env
-	id        string      // account id
-	gate      *CreditGate // what the wallet publishes
-	log       *eventLog[walletEvent, *walletState]
-	state     *walletState // log.state
-	recovery  *Recovery    // nil when created at run time
+	env       *core.Env
+	id        string           // account id
+	gate      *core.CreditGate // what the wallet publishes
+	log       *core.Log[walletEvent, *walletState]
+	state     *walletState   // log.State()
+	recovery  *core.Recovery // nil when created at run time
 	recovered bool
 }
 
@@ -303,7 +275,7 @@ func (a *walletActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
-	case *Envelope:
+	case *core.Envelope:
 		switch c := m.Msg.(type) {
 		case createTopup:
 			a.createTopup(c, m)
@@ -314,19 +286,19 @@ func (a *walletActor) Receive(ctx actor.Context) {
 			if found := a.state.Topups[c.paymentID]; found != nil {
 				t = *found
 			}
-			m.Respond(Reply{Value: t})
+			m.Respond(core.Reply{Value: t})
 		case adjustBalance:
 			a.adjust(c, m)
 		case getWallet:
-			m.Respond(Reply{Value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
+			m.Respond(core.Reply{Value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
 		default:
-			refuseUnknown(m)
+			core.RefuseUnknown(m)
 		}
-	case applyCharges:
+	case core.ApplyCharges:
 		a.applyCharges()
-	case addProject:
+	case core.AddProject:
 		a.addProject(m)
-	case sweep:
+	case core.Sweep:
 		a.applyCharges()
 		a.expireTopups()
 	case crashForTest:
@@ -350,15 +322,15 @@ func (a *walletActor) recover() {
 // the charges rooms wrote while it was down.
 func (a *walletActor) load() error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := recoverLog(a.env.Store, walletJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, walletJournal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *walletState { return &walletState{} }, nil)
 	if err != nil {
 		return err
 	}
-	a.log, a.state = log, log.state
+	a.log, a.state = log, log.State()
 	// Thresholds come from configuration: when an operator changed them, the
 	// state moves now (with its webhook event), not at the next entry.
-	if want := a.env.Settings.Billing.creditStateOf(a.state.Balance); want != a.state.CreditState {
+	if want := creditStateOf(&a.env.Settings.Billing, a.state.Balance); want != a.state.CreditState {
 		b := a.env.Store.NewBatch()
 		now := a.env.Clock.Now()
 		before := a.state.CreditState
@@ -376,7 +348,7 @@ func (a *walletActor) publish() {
 }
 
 // record appends events to the wallet's journal in b and applies them.
-func (a *walletActor) record(b *persistence.Batch, events ...walletEvent) { a.log.record(b, events...) }
+func (a *walletActor) record(b *persistence.Batch, events ...walletEvent) { a.log.Record(b, events...) }
 
 // addLedgerEntry records a balance change, its ledger record, and any credit
 // state move with its webhook events, all into b.
@@ -388,8 +360,8 @@ func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount in
 	}
 	before := a.state.CreditState
 	a.record(b, walletEvent{LedgerEntryAdded: &entry})
-	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), mustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency)))
-	after := a.env.Settings.Billing.creditStateOf(a.state.Balance)
+	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), core.MustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency)))
+	after := creditStateOf(&a.env.Settings.Billing, a.state.Balance)
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
 		a.emitCredit(b, before, after, now)
@@ -409,11 +381,11 @@ func (a *walletActor) emitCredit(b *persistence.Batch, from, to string, at time.
 	var typ string
 	switch {
 	case to == CreditExhausted:
-		typ = EventCreditExhausted
+		typ = core.EventCreditExhausted
 	case to == CreditLow && from == CreditNormal:
-		typ = EventCreditLow
+		typ = core.EventCreditLow
 	case rank[to] > rank[from]:
-		typ = EventCreditRestored
+		typ = core.EventCreditRestored
 	default:
 		return
 	}
@@ -433,10 +405,10 @@ func (a *walletActor) applyCharges() {
 		return
 	}
 	prefix := persistence.IndexPrefix(persistence.PrefixCharge, a.id)
-	var charges []pendingCharge
+	var charges []core.PendingCharge
 	var keys [][]byte
 	err := a.env.Store.Scan(prefix, chargesPerApply, func(key, value []byte) bool {
-		var c pendingCharge
+		var c core.PendingCharge
 		if json.Unmarshal(value, &c) == nil {
 			charges = append(charges, c)
 		} else {
@@ -462,11 +434,11 @@ func (a *walletActor) applyCharges() {
 	a.publish()
 	a.env.Store.Commit(b, nil)
 	if len(charges) == chargesPerApply {
-		a.env.Registry.Send(WalletAddress(a.id), applyCharges{}) // more are waiting
+		a.env.Registry.Send(core.WalletAddress(a.id), core.ApplyCharges{}) // more are waiting
 	}
 }
 
-func (a *walletActor) createTopup(m createTopup, r *Envelope) {
+func (a *walletActor) createTopup(m createTopup, r *core.Envelope) {
 	t := m.topup
 	t.Status = PaymentPending
 	b := a.env.Store.NewBatch()
@@ -474,11 +446,11 @@ func (a *walletActor) createTopup(m createTopup, r *Envelope) {
 	body := a.putTopupRecord(b, &t)
 	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
 	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
-	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 201, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
 func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
-	body := mustJSON(topupView(t))
+	body := core.MustJSON(topupView(t))
 	b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body)
 	return body
 }
@@ -487,15 +459,15 @@ func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
 // payment of a pending top-up credits the wallet, so a repeated callback
 // credits once; moves out of a final state are ignored (answered 200 so the
 // provider stops retrying).
-func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
+func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
 	u := m.u
 	t, ok := a.state.Topups[u.PaymentID]
 	if !ok {
-		r.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
 		return
 	}
 	if u.Provider != "" && u.Provider != t.Provider {
-		r.Respond(Reply{Err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.InvalidRequest, "payment %s was not made with %s", u.PaymentID, u.Provider)})
 		return
 	}
 	b := a.env.Store.NewBatch()
@@ -507,16 +479,16 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		r.Respond(Reply{Status: 200, Body: mustJSON(topupView(t))})
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(topupView(t))})
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
 		a.addLedgerEntry(b, LedgerTopup, t.Amount, "top-up "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentSucceeded, ReceiptURL: u.ReceiptURL, At: now}})
-		eventType = EventPaymentSucceeded
+		eventType = core.EventPaymentSucceeded
 	case t.Status == PaymentPending && (u.Status == PaymentFailed || u.Status == PaymentCanceled || u.Status == PaymentExpired):
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: u.Status, At: now}})
-		eventType = map[string]string{PaymentFailed: EventPaymentFailed, PaymentCanceled: EventPaymentCanceled, PaymentExpired: EventPaymentExpired}[u.Status]
+		eventType = map[string]string{PaymentFailed: core.EventPaymentFailed, PaymentCanceled: core.EventPaymentCanceled, PaymentExpired: core.EventPaymentExpired}[u.Status]
 	case (t.Status == PaymentSucceeded || t.Status == PaymentRefunded) && u.Status == PaymentRefunded &&
 		refundTotal(u.Amount, t.Amount) > t.RefundedAmount:
 		// Providers report the total refunded so far: debit the difference,
@@ -524,7 +496,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		refund := refundTotal(u.Amount, t.Amount) - t.RefundedAmount
 		a.addLedgerEntry(b, LedgerRefund, -refund, "refund of "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentRefunded, RefundedAmount: refund, At: now}})
-		eventType = EventPaymentRefunded
+		eventType = core.EventPaymentRefunded
 	case t.wantsReceipt(u.Provider) && t.Status != PaymentPending && t.Status != PaymentExpired &&
 		u.Status == PaymentSucceeded && u.ReceiptURL != "":
 		// A repeated success callback brings the receipt the first one
@@ -533,7 +505,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		r.Respond(Reply{Status: 200, Body: mustJSON(topupView(t))}) // duplicate or out-of-order: nothing to do
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(topupView(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
@@ -545,7 +517,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *Envelope) {
 		})
 	}
 	a.publish()
-	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // wantsReceipt reports whether a success callback of provider for t should
@@ -582,29 +554,26 @@ func (a *walletActor) expireTopups() {
 	}
 }
 
-func (a *walletActor) adjust(m adjustBalance, r *Envelope) {
+func (a *walletActor) adjust(m adjustBalance, r *core.Envelope) {
 	b := a.env.Store.NewBatch()
 	entry := a.addLedgerEntry(b, LedgerAdjustment, m.amount, m.reason, map[string]any{"type": "operator", "id": m.actor.ID})
 	for _, p := range a.state.Account.ProjectIDs {
-		a.env.Audit.Project(b, p, &Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
-			AuditTarget{Type: "ledger_entry", ID: entry.ID},
+		a.env.Audit.Project(b, p, &core.Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
+			core.AuditTarget{Type: "ledger_entry", ID: entry.ID},
 			map[string]any{"account_id": a.id, "amount": money.Micros(m.amount).Format(2), "reason": m.reason})
 	}
 	a.publish()
-	body := mustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency))
-	a.env.Store.Commit(b, func() { r.Respond(Reply{Status: 200, Body: body}) })
+	body := core.MustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency))
+	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
-// addProject is sent when a project is created in the workspace.
-type addProject struct{ projectID string }
-
-func (a *walletActor) addProject(m addProject) {
+func (a *walletActor) addProject(m core.AddProject) {
 	for _, p := range a.state.Account.ProjectIDs {
-		if p == m.projectID {
+		if p == m.ProjectID {
 			return
 		}
 	}
 	b := a.env.Store.NewBatch()
-	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.projectID}})
+	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.ProjectID}})
 	a.env.Store.Commit(b, nil)
 }

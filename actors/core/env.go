@@ -1,4 +1,4 @@
-package actors
+package core
 
 import (
 	"crypto/aes"
@@ -114,7 +114,7 @@ type Outbox struct{ instants *Instants }
 // Emit adds an event of eventType for projectID to b's outbox.
 func (o Outbox) Emit(b *persistence.Batch, projectID, eventType string, at time.Time, data map[string]any) {
 	ev := OutboxEvent{ID: ids.New(ids.Event), Type: eventType, CreatedAt: Timestamp(at), ProjectID: projectID, Data: data}
-	b.Set(persistence.OutboxKey(o.instants.Next().UnixNano(), ev.ID), mustJSON(ev))
+	b.Set(persistence.OutboxKey(o.instants.Next().UnixNano(), ev.ID), MustJSON(ev))
 }
 
 // Audit writes audit log entries into the batch of the change they record.
@@ -127,10 +127,10 @@ func (a Audit) Project(b *persistence.Batch, projectID string, c *Caller, action
 		details = map[string]any{}
 	}
 	entry := AuditEntry{
-		Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Actor: c.actor(), Target: target,
-		RequestID: optionalString(c.RequestID), SourceIP: optionalString(c.SourceIP), CreatedAt: Timestamp(now), Details: details,
+		Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Actor: c.AuditActor(), Target: target,
+		RequestID: OptionalString(c.RequestID), SourceIP: OptionalString(c.SourceIP), CreatedAt: Timestamp(now), Details: details,
 	}
-	b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), mustJSON(entry))
+	b.Set(persistence.IndexKey(persistence.PrefixAudit, projectID, now.UnixNano(), entry.ID), MustJSON(entry))
 }
 
 // Account adds an entry to a workspace's audit log (wa/): team,
@@ -143,13 +143,13 @@ func (a Audit) Account(b *persistence.Batch, accountID string, u *DashboardUser,
 	entry := AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: action, Target: target,
 		CreatedAt: Timestamp(now), Details: details}
 	if u != nil {
-		entry.Actor = u.actor()
-		entry.RequestID = optionalString(u.RequestID)
-		entry.SourceIP = optionalString(u.SourceIP)
+		entry.Actor = u.AuditActor()
+		entry.RequestID = OptionalString(u.RequestID)
+		entry.SourceIP = OptionalString(u.SourceIP)
 	} else {
 		entry.Actor = Actor{Type: "system", ID: "rtcd"}
 	}
-	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), entry.ID), mustJSON(entry))
+	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), entry.ID), MustJSON(entry))
 }
 
 // Secrets seals what must be stored but never in clear (idempotency

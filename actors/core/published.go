@@ -1,4 +1,4 @@
-package actors
+package core
 
 import (
 	"sync"
@@ -97,10 +97,10 @@ func (c *CreditGate) Closed() bool { return c.closed.Load() }
 // Set opens or closes the gate (the wallet, only).
 func (c *CreditGate) Set(closed bool) { c.closed.Store(closed) }
 
-// apiKeyTouchInterval: a key's last use is written to disk at most this
+// APIKeyTouchInterval: a key's last use is written to disk at most this
 // often, so authentication costs no write per request; last_used_at may
 // therefore be up to this much behind the key's real last use.
-const apiKeyTouchInterval = time.Minute
+const APIKeyTouchInterval = time.Minute
 
 // KeyRecord is what authentication needs to know of an active API key, and
 // where it notes the key's use. The registry's map is copied on write but
@@ -131,7 +131,7 @@ func NewKeyRecord(keyID, projectID string, s scopes.Set, lastUsed time.Time) *Ke
 }
 
 // NoteUse moves the key's last use forward to now and reports whether it
-// is time to journal it: apiKeyTouchInterval after the last journaled use,
+// is time to journal it: APIKeyTouchInterval after the last journaled use,
 // and no touch already on its way (the caller then owns the touching flag
 // and must send exactly one touchKey).
 func (r *KeyRecord) NoteUse(now time.Time) bool {
@@ -139,7 +139,7 @@ func (r *KeyRecord) NoteUse(now time.Time) bool {
 	for last := r.lastUsedNanos.Load(); last < n && !r.lastUsedNanos.CompareAndSwap(last, n); {
 		last = r.lastUsedNanos.Load()
 	}
-	return n-r.persistedNanos.Load() >= int64(apiKeyTouchInterval) && r.touching.CompareAndSwap(false, true)
+	return n-r.persistedNanos.Load() >= int64(APIKeyTouchInterval) && r.touching.CompareAndSwap(false, true)
 }
 
 // LastUsed is the last use noted (zero time: never).

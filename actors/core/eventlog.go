@@ -1,4 +1,4 @@
-package actors
+package core
 
 import (
 	"errors"
@@ -18,9 +18,9 @@ import (
 // without its faults: recording returns nothing to ignore, and the command
 // itself is never journaled).
 
-// ownerState is what the event log needs of an owner's state. It is also
+// State is what the event log needs of an owner's state. It is also
 // the owner's snapshot, encoded as JSON.
-type ownerState[E any] interface {
+type State[E any] interface {
 	// Apply changes the state by one event. It is pure (no I/O, no clock)
 	// and is used both at run time and on replay. It fails (changing
 	// nothing) on an event of no kind it knows and on an event naming what
@@ -31,20 +31,23 @@ type ownerState[E any] interface {
 	Loaded()
 }
 
-// eventLog is one owner's journal and the state it rebuilds. It belongs
+// Log is one owner's journal and the state it rebuilds. It belongs
 // to the owner's actor and is used only on its goroutine.
-type eventLog[E any, S ownerState[E]] struct {
+type Log[E any, S State[E]] struct {
 	journal *persistence.Journal
 	state   S
 }
 
-// recoverLog loads the journal name's latest snapshot into blank() and
+// State is the state the log holds: recovered, then changed by Record.
+func (l *Log[E, S]) State() S { return l.state }
+
+// RecoverLog loads the journal name's latest snapshot into blank() and
 // replays every later event through Apply; replayed events are not written
 // again. A log without a snapshot starts from noSnapshot(), or is an
 // error when noSnapshot is nil (every owner but the directory has one from
 // the batch that created it).
-func recoverLog[E any, S ownerState[E]](store *persistence.Store, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*eventLog[E, S], error) {
-	l := &eventLog[E, S]{journal: persistence.NewJournal(store, name, snapshotEveryEvents)}
+func RecoverLog[E any, S State[E]](store *persistence.Store, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*Log[E, S], error) {
+	l := &Log[E, S]{journal: persistence.NewJournal(store, name, snapshotEveryEvents)}
 	loaded := false
 	_, err := l.journal.Recover(
 		func(state []byte) error {
@@ -59,7 +62,7 @@ func recoverLog[E any, S ownerState[E]](store *persistence.Store, name string, s
 		func(event []byte) error {
 			if !loaded {
 				if noSnapshot == nil {
-					return fmt.Errorf("actors: %s has journal entries but no snapshot", name)
+					return fmt.Errorf("core: %s has journal entries but no snapshot", name)
 				}
 				l.state, loaded = noSnapshot(), true
 			}
@@ -77,53 +80,48 @@ func recoverLog[E any, S ownerState[E]](store *persistence.Store, name string, s
 	}
 	if !loaded {
 		if noSnapshot == nil {
-			return nil, fmt.Errorf("actors: %s has no snapshot", name)
+			return nil, fmt.Errorf("core: %s has no snapshot", name)
 		}
 		l.state = noSnapshot()
 	}
 	return l, nil
 }
 
-// record appends events to the journal in b, applies them to the state,
+// Record appends events to the journal in b, applies them to the state,
 // and adds a snapshot to b when one is due. The caller adds the read
 // records and commits b; nothing is acknowledged before that commit is
 // durable. An event that does not apply is a bug in the command that made
 // it (commands validate against the state first): it panics before the
 // batch can be committed, and the actor restarts from what is durable.
-func (l *eventLog[E, S]) record(b *persistence.Batch, events ...E) {
+func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 	for i := range events {
 		if err := l.state.Apply(&events[i]); err != nil {
-			panic(fmt.Sprintf("actors: assertion failed: %s recorded an event that does not apply: %v", l.journal.Name(), err))
+			panic(fmt.Sprintf("core: assertion failed: %s recorded an event that does not apply: %v", l.journal.Name(), err))
 		}
-		l.journal.Append(b, encode(&events[i]))
+		l.journal.Append(b, Encode(&events[i]))
 	}
 	if l.journal.SnapshotDue() {
-		l.journal.WriteSnapshot(b, encode(l.state))
+		l.journal.WriteSnapshot(b, Encode(l.state))
 	}
 }
 
-// applyAll applies events to a state being built in memory (an owner's
+// ApplyAll applies events to a state being built in memory (an owner's
 // first state), as record does without a journal: an event that does not
 // apply is a bug, and panics.
-func applyAll[E any, S ownerState[E]](s S, events ...E) S {
+func ApplyAll[E any, S State[E]](s S, events ...E) S {
 	for i := range events {
 		if err := s.Apply(&events[i]); err != nil {
-			panic(fmt.Sprintf("actors: assertion failed: a first state's event does not apply: %v", err))
+			panic(fmt.Sprintf("core: assertion failed: a first state's event does not apply: %v", err))
 		}
 	}
 	return s
 }
 
-// errUnknownEvent is every Apply's default: an event with none of the
+// ErrUnknownEvent is every Apply's default: an event with none of the
 // kinds this release knows (written by a newer one, or damaged). Its JSON
 // decoded without error, since unknown fields are skipped, so it must
 // fail here rather than be skipped in silence.
-var errUnknownEvent = errors.New("an event of no kind this release knows")
+var ErrUnknownEvent = errors.New("an event of no kind this release knows")
 
 // Journal names: one function per owner, so no journal (and no actor
 // name, which is the same) is spelled by hand.
-
-func roomJournal(roomID string) string       { return "room/" + roomID }
-func projectJournal(projectID string) string { return "project/" + projectID }
-func walletJournal(accountID string) string  { return "wallet/" + accountID }
-func directoryJournal() string               { return "directory" }

@@ -1,0 +1,9 @@
+package actors
+
+func roomJournal(roomID string) string { return "room/" + roomID }
+
+func projectJournal(projectID string) string { return "project/" + projectID }
+
+func walletJournal(accountID string) string { return "wallet/" + accountID }
+
+func directoryJournal() string { return "directory" }
