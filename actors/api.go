@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -76,7 +77,7 @@ func (e *Engine) GetRoom(c *core.Caller, roomID string) ([]byte, *apierr.Error) 
 	if !ids.Valid(roomID, ids.Room) {
 		return nil, apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID)
 	}
-	body, err := e.env.Store.Get(roomRecordKey(c.ProjectID, roomID))
+	body, err := e.env.Store.Get(room.RecordKey(c.ProjectID, roomID))
 	if err != nil {
 		return nil, notFoundOrInternal(err, apierr.New(apierr.RoomNotFound, "no room %s in this project", roomID))
 	}
@@ -87,13 +88,13 @@ func (e *Engine) GetRoom(c *core.Caller, roomID string) ([]byte, *apierr.Error) 
 func (e *Engine) ListRooms(c *core.Caller, limit int) ([]byte, *apierr.Error) {
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixRoomIdx, c.ProjectID), limit, true,
 		func(roomID []byte) ([]byte, error) {
-			return e.env.Store.Get(roomRecordKey(c.ProjectID, string(roomID)))
+			return e.env.Store.Get(room.RecordKey(c.ProjectID, string(roomID)))
 		})
 }
 
 // DeleteRoom ends a room (DELETE /v1/rooms/{id}); idempotent.
 func (e *Engine) DeleteRoom(c *core.Caller, roomID string) (Result, *apierr.Error) {
-	return e.askRoom(c.ProjectID, roomID, func() any { return deleteRoom{caller: *c} },
+	return e.askRoom(c.ProjectID, roomID, func() any { return room.Delete{Caller: *c} },
 		func(record []byte) (Result, *apierr.Error) { return Result{Status: 200, Body: record}, nil })
 }
 
@@ -114,12 +115,12 @@ func (e *Engine) askRoom(projectID, roomID string, cmd func() any, ifStopped fun
 			return result(r)
 		}
 	}
-	record, err := e.env.Store.Get(roomRecordKey(projectID, roomID))
+	record, err := e.env.Store.Get(room.RecordKey(projectID, roomID))
 	if err != nil {
 		return Result{}, notFoundOrInternal(err, notFound)
 	}
-	var room RoomView
-	if json.Unmarshal(record, &room) != nil || room.Status != RoomEnded {
+	var v room.RoomView
+	if json.Unmarshal(record, &v) != nil || v.Status != room.RoomEnded {
 		// A live room whose actor was just replaced; the caller may retry.
 		return Result{}, core.ErrUnavailable
 	}
@@ -137,12 +138,12 @@ var errRoomBusy = func() *apierr.Error {
 
 // endedRoomError is the error for a command that needs a room that ended.
 func endedRoomError(record []byte) (Result, *apierr.Error) {
-	var room RoomView
-	_ = json.Unmarshal(record, &room)
-	if room.EndReason != nil && *room.EndReason == EndReasonExpired {
-		return Result{}, apierr.New(apierr.RoomExpired, "room %s expired at %s", room.ID, room.ExpiresAt)
+	var v room.RoomView
+	_ = json.Unmarshal(record, &v)
+	if v.EndReason != nil && *v.EndReason == room.EndReasonExpired {
+		return Result{}, apierr.New(apierr.RoomExpired, "room %s expired at %s", v.ID, v.ExpiresAt)
 	}
-	return Result{}, apierr.New(apierr.RoomEnded, "room %s has ended", room.ID)
+	return Result{}, apierr.New(apierr.RoomEnded, "room %s has ended", v.ID)
 }
 
 // CreateParticipant creates a participant session and its token.
@@ -154,7 +155,7 @@ func (e *Engine) CreateParticipant(c *core.Caller, roomID string, p *Participant
 	var res Result
 	r := e.idempotent(c, idem, func(ip *core.IdemPending) core.Reply {
 		var aerr *apierr.Error
-		res, aerr = e.askRoom(c.ProjectID, roomID, func() any { return createParticipant{caller: *c, params: v, idem: ip} }, endedRoomError)
+		res, aerr = e.askRoom(c.ProjectID, roomID, func() any { return room.CreateParticipant{Caller: *c, Params: v, Idem: ip} }, endedRoomError)
 		return core.Reply{Status: res.Status, Body: res.Body, Err: aerr}
 	})
 	return result(r)
@@ -169,7 +170,7 @@ func (e *Engine) GetParticipant(c *core.Caller, roomID, participantID string) ([
 	if !ids.Valid(participantID, ids.Participant) {
 		return nil, notFound
 	}
-	body, err := e.env.Store.Get(participantRecordKey(c.ProjectID, roomID, participantID))
+	body, err := e.env.Store.Get(room.ParticipantRecordKey(c.ProjectID, roomID, participantID))
 	if err != nil {
 		return nil, notFoundOrInternal(err, notFound)
 	}
@@ -183,7 +184,7 @@ func (e *Engine) ListParticipants(c *core.Caller, roomID string, limit int) ([]b
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixPartIdx, c.ProjectID+"/"+roomID), limit, false,
 		func(id []byte) ([]byte, error) {
-			return e.env.Store.Get(participantRecordKey(c.ProjectID, roomID, string(id)))
+			return e.env.Store.Get(room.ParticipantRecordKey(c.ProjectID, roomID, string(id)))
 		})
 }
 
@@ -192,7 +193,7 @@ func (e *Engine) RemoveParticipant(c *core.Caller, roomID, participantID string)
 	if !ids.Valid(participantID, ids.Participant) {
 		return Result{}, apierr.New(apierr.ParticipantNotFound, "no participant %q in room %s", participantID, roomID)
 	}
-	return e.askRoom(c.ProjectID, roomID, func() any { return removeParticipant{caller: *c, participantID: participantID} },
+	return e.askRoom(c.ProjectID, roomID, func() any { return room.RemoveParticipant{Caller: *c, ParticipantID: participantID} },
 		func([]byte) (Result, *apierr.Error) {
 			// The room ended, so every participant's session ended with it.
 			body, err := e.GetParticipant(c, roomID, participantID)
@@ -237,7 +238,7 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Err
 	if err := e.env.AllowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
 		return Result{}, err
 	}
-	return e.askRoom(claims.ProjectID, claims.RoomID, func() any { return connectParticipant{claims: claims} }, endedRoomError)
+	return e.askRoom(claims.ProjectID, claims.RoomID, func() any { return room.Connect{Claims: claims} }, endedRoomError)
 }
 
 // CreateAPIKey creates a key (POST /v1/api-keys).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/money"
@@ -265,8 +266,8 @@ func (e *Engine) AdjustBalance(accountID string, amount money.Micros, reason, op
 
 // usagePeriod parses from and to (YYYY-MM-DD, UTC days, both included).
 func usagePeriod(from, to string) (time.Time, time.Time, *apierr.Error) {
-	f, err1 := time.Parse(usageDayLayout, from)
-	t, err2 := time.Parse(usageDayLayout, to)
+	f, err1 := time.Parse(room.UsageDayLayout, from)
+	t, err2 := time.Parse(room.UsageDayLayout, to)
 	switch {
 	case from == "" || err1 != nil:
 		return f, t, apierr.Invalid("from", "from is required, a date YYYY-MM-DD")
@@ -303,12 +304,12 @@ func (e *Engine) scanUsage(projectID string, from, to time.Time) ([]usageDay, us
 	rooms := map[string]struct{}{}
 	participants := map[string]struct{}{}
 	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
-		day := usageDay{Object: "usage_day", Date: d.Format(usageDayLayout)}
+		day := usageDay{Object: "usage_day", Date: d.Format(room.UsageDayLayout)}
 		dayRooms := map[string]struct{}{}
 		dayParticipants := map[string]struct{}{}
 		var bad error
 		err := e.env.Store.Scan([]byte(persistence.PrefixUsage+projectID+"/"+day.Date+"/"), 0, func(_, v []byte) bool {
-			var r UsageRecord
+			var r room.UsageRecord
 			if bad = json.Unmarshal(v, &r); bad != nil {
 				return false
 			}

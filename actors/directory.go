@@ -556,7 +556,7 @@ func (e *Engine) spawnDirectory(rec *core.Recovery) {
 	a := &directoryActor{env: e.env, shared: e.directoryShared, recovery: rec}
 	rec.Add()
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})))
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
 	pid, err := e.system.Root.SpawnNamed(props, directoryJournal())
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
@@ -576,8 +576,6 @@ func (a *directoryActor) Receive(ctx actor.Context) {
 		a.handle(m)
 	case archiveDone:
 		delete(a.archiving, m.projectID)
-	case crashForTest:
-		panic("actors: crash requested by a test")
 	}
 }
 

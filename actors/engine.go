@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -36,16 +37,8 @@ const (
 	// idempotencyInFlightTimeout frees an in-progress key whose request never
 	// finished (its caller vanished), so the key does not stay blocked.
 	idempotencyInFlightTimeout = time.Minute
-	// roomPassivateAfter is how long an ended room's actor stays in memory
-	// answering room_ended before it is stopped; later reads use its record.
-	roomPassivateAfter = time.Minute
 	// sweepInterval is how often rooms check expiry and passivation.
 	sweepInterval = time.Second
-	// mediaPresenceTimeout: silence of a media node run on its own for this
-	// long (on the engine clock's Monotonic reading, since its last presence
-	// report or the engine's start) means it is gone, and its participants
-	// have left.
-	mediaPresenceTimeout = 15 * time.Second
 	// idempotencySweepInterval is how often projects delete expired
 	// idempotency records.
 	idempotencySweepInterval = time.Minute
@@ -54,7 +47,20 @@ const (
 // crashForTest makes an actor panic, so tests can prove that protoactor's
 // restart (same actor value, Started again) recovers without counting
 // anything twice. Unexported: nothing outside this package can send it.
+// The registry's receive middleware panics on it before the actor sees
+// it, so the actors know nothing of it.
 type crashForTest struct{}
+
+// crashOnRequest is the receive middleware of every actor the registry
+// spawns (see crashForTest).
+func crashOnRequest(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(crashForTest); ok {
+			panic("actors: crash requested by a test") // exercises restart after a panic
+		}
+		next(c, env)
+	}
+}
 
 // Engine runs the actors and is the API the HTTP layer calls. It is also
 // the actors' Registry: it spawns them, finds them by address, and holds
@@ -167,7 +173,7 @@ func (e *Engine) Start() error {
 		return err
 	}
 	// Silence of the media node counts from now: a node that never reports
-	// after this start is treated as gone after mediaPresenceTimeout.
+	// after this start is treated as gone after room.MediaPresenceTimeout.
 	e.env.Media.Presence(e.env.Clock.Now(), e.env.Clock.Monotonic())
 	go e.sweepLoop()
 	go e.mailLoop()
@@ -220,7 +226,7 @@ func (e *Engine) spawnWallet(id string, rec *core.Recovery) *walletHandle {
 	h.pid = actor.NewPID(e.system.Address(), walletJournal(id))
 	e.wallets.Store(id, h)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.walletMailbox})))
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.walletMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
 	if _, err := e.system.Root.SpawnNamed(props, walletJournal(id)); err != nil {
 		panic(fmt.Sprintf("actors: spawning wallet %s: %v", id, err))
 	}
@@ -251,7 +257,7 @@ func (e *Engine) spawnProject(id string, created *core.Project, rec *core.Recove
 		rec.Add()
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})))
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
 	pid, err := e.system.Root.SpawnNamed(props, projectJournal(id))
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning project %s: %v", id, err)) // names are unique ids: a bug
@@ -265,14 +271,14 @@ func (e *Engine) spawnProject(id string, created *core.Project, rec *core.Recove
 // spawnRoom starts a room's actor. rec is nil for one created at run time
 // (its snapshot is in the batch that created it).
 func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, rec *core.Recovery) {
-	a := &roomActor{env: e.env, id: id, gate: project.gate, projectID: projectID, recovery: rec}
 	if rec != nil {
 		rec.Add()
 	}
 	h := &roomHandle{projectID: projectID}
+	a := room.New(e.env, id, projectID, project.gate, rec)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Unbounded(depthCounter{&e.roomMailbox}, depthCounter{&h.depth})))
-	pid, err := e.system.Root.SpawnNamed(props, roomJournal(id))
+		actor.WithMailbox(actor.Unbounded(depthCounter{&e.roomMailbox}, depthCounter{&h.depth})), actor.WithReceiverMiddleware(crashOnRequest))
+	pid, err := e.system.Root.SpawnNamed(props, room.Journal(id))
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning room %s: %v", id, err))
 	}

@@ -12,7 +12,6 @@ import (
 // knows (a journal written by a newer release, or damaged) and an event
 // naming what its state does not hold.
 func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
-	room := func() *roomState { return core.ApplyAll(newRoomState(testRoom()), created("p1", 1)) }
 	project := func() *projectState { return newProjectState(testProject()) }
 	wallet := func() *walletState { return newWalletState(Account{ID: "acct_1"}, CreditNormal) }
 	directory := func() *directoryState { return newDirectoryState() }
@@ -30,15 +29,6 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 		}}
 	}
 	checks := []check{
-		run("room: no kind", "no kind", func() any { return room() }, func(s any) error { return s.(*roomState).Apply(&roomEvent{EventSeq: 9}) }),
-		run("room: unknown participant", "no participant p9", func() any { return room() }, func(s any) error {
-			ev := connected("p9", 2)
-			return s.(*roomState).Apply(&ev)
-		}),
-		run("room: a participant created twice", "already exists", func() any { return room() }, func(s any) error {
-			ev := created("p1", 3)
-			return s.(*roomState).Apply(&ev)
-		}),
 		run("project: no kind", "no kind", func() any { return project() }, func(s any) error { return s.(*projectState).Apply(&projectEvent{}) }),
 		run("project: unknown key revoked", "no key k9", func() any { return project() }, func(s any) error {
 			ev := keyRevoked("k9", 1)
@@ -69,50 +59,6 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 	}
 }
 
-// Recovery stops at an event it cannot apply, naming the journal and the
-// entry, instead of skipping it; recording one is a bug and panics before
-// anything reaches the batch.
-func TestEventLogStopsAtAnEventItCannotApply(t *testing.T) {
-	store, err := persistence.OpenWith(t.TempDir(), persistence.Options{}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	b := store.NewBatch()
-	persistence.WriteSnapshotAt(b, roomJournal("room_1"), 0, core.Encode(newRoomState(testRoom())))
-	b.Set(persistence.JournalKey(roomJournal("room_1"), 1), core.Encode(&[]roomEvent{created("p1", 1)}[0]))
-	b.Set(persistence.JournalKey(roomJournal("room_1"), 2), []byte(`{"participant_teleported":{"participant_id":"p1"}}`))
-	if err := store.CommitAndWait(b); err != nil {
-		t.Fatal(err)
-	}
-	blank := func() *roomState { return &roomState{} }
-	_, err = core.RecoverLog(store, roomJournal("room_1"), 1000, blank, nil)
-	if err == nil || !strings.Contains(err.Error(), "room/room_1 #2") || !strings.Contains(err.Error(), "participant_teleported") {
-		t.Fatalf("recovery over an unknown event: %v, want an error naming room/room_1 #2 and the entry", err)
-	}
-
-	_, err = core.RecoverLog(store, roomJournal("room_2"), 1000, blank, nil)
-	if err == nil || !strings.Contains(err.Error(), "no snapshot") {
-		t.Fatalf("recovery of a room without a snapshot: %v, want an error", err)
-	}
-
-	log, err := core.RecoverLog(store, roomJournal("room_3"), 1000, blank, func() *roomState { return newRoomState(testRoom()) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = store.NewBatch()
-	defer b.Discard()
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(r.(string), "does not apply") {
-			t.Fatalf("recording an event that does not apply: recovered %v, want an assertion panic", r)
-		}
-		if !b.Empty() {
-			t.Fatal("the refused event reached the batch")
-		}
-	}()
-	log.Record(b, connected("p9", 1))
-}
-
 // Each owner's first state, as its Genesis writes it, is what its actor
 // recovers: the snapshot at sequence 0 decodes to the same state, with the
 // records bootstrap and the dashboard rely on beside it.
@@ -131,7 +77,6 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	proj := projectGenesis(b, project, &key)
 	dir := directoryGenesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: t0},
 		workspaceCreated{ID: "acct_1", Name: "Default workspace", CreatedAt: t0}, "prj_1")
-	roomBody := roomGenesis(b, testRoom())
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +111,12 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	if d.State().byEmail["o@example.com"] != "usr_1" {
 		t.Fatal("the directory's indexes were not rebuilt")
 	}
-	r, err := core.RecoverLog(store, roomJournal("room_1"), 1000, func() *roomState { return &roomState{} }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same("room", newRoomState(testRoom()), r.State())
 
 	// Beside the snapshots: the directories recovery lists, the opening
-	// credit's ledger entry, the first key's record, the room's record.
+	// credit's ledger entry, the first key's record.
 	for _, k := range [][]byte{
 		persistence.Key(persistence.PrefixAccount, "acct_1"), persistence.Key(persistence.PrefixAccount, "acct_2"),
-		persistence.Key(persistence.PrefixProject, "prj_1"), roomRecordKey("prj_1", "room_1"),
+		persistence.Key(persistence.PrefixProject, "prj_1"),
 	} {
 		if _, err := store.Get(k); err != nil {
 			t.Fatalf("%s: %v", k, err)
@@ -190,8 +130,5 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	}
 	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixKeyIdx, "prj_1")); n != 1 {
 		t.Fatalf("%d key records, want the first key's", n)
-	}
-	if got, _ := store.Get(roomRecordKey("prj_1", "room_1")); string(got) != string(roomBody) {
-		t.Fatalf("room record %s, want %s", got, roomBody)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 )
 
 // The engine's face keeps the names http/, server/ and the tests use for
@@ -24,6 +25,34 @@ type (
 	MediaEngine = core.MediaEngine
 	// OutboxEvent is a webhook event as the outbox holds and delivers it.
 	OutboxEvent = core.OutboxEvent
+
+	// MediaJoin, MediaLeave and MediaPresence are the media node's reports.
+	MediaJoin     = room.MediaJoin
+	MediaLeave    = room.MediaLeave
+	MediaPresence = room.MediaPresence
+	// UsageRecord is the finalized usage of one session on one UTC day.
+	UsageRecord = room.UsageRecord
+	// ConnectView is the connect session (POST /v1/connect response).
+	ConnectView = room.ConnectView
+	// FeaturesView says what a participant may publish.
+	FeaturesView = room.FeaturesView
+)
+
+// MaxParticipantSessionsPerRoom bounds the participant sessions one room
+// can ever create.
+const MaxParticipantSessionsPerRoom = room.MaxParticipantSessionsPerRoom
+
+// Reasons a participant's media session ended (participant.left
+// data.reason).
+const (
+	LeftReasonLeft             = room.LeftReasonLeft
+	LeftReasonDisconnected     = room.LeftReasonDisconnected
+	LeftReasonHeartbeatTimeout = room.LeftReasonHeartbeatTimeout
+	LeftReasonRemoved          = room.LeftReasonRemoved
+	LeftReasonRoomEnded        = room.LeftReasonRoomEnded
+	LeftReasonConnectTimeout   = room.LeftReasonConnectTimeout
+	LeftReasonReconciled       = room.LeftReasonReconciled
+	LeftReasonRestart          = room.LeftReasonRestart
 )
 
 // Webhook event types (spec section 6).

@@ -1,7 +1,5 @@
 package actors
 
-func roomJournal(roomID string) string { return "room/" + roomID }
-
 func projectJournal(projectID string) string { return "project/" + projectID }
 
 func walletJournal(accountID string) string { return "wallet/" + accountID }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 )
 
@@ -22,10 +23,6 @@ const (
 	ParticipantExpiresInMinSeconds     = 60
 	ParticipantExpiresInMaxSeconds     = 24 * 3600
 	ParticipantExpiresInDefaultSeconds = 3600
-
-	// MaxParticipantSessionsPerRoom bounds how many participant sessions one
-	// room can ever create, so a room's state and snapshot stay bounded.
-	MaxParticipantSessionsPerRoom = 10000
 
 	// MaxAPIKeyNameBytes bounds an API key's name.
 	MaxAPIKeyNameBytes = 128
@@ -188,16 +185,8 @@ func validateRoom(p *RoomParams, serverRegion string) (validatedRoom, *apierr.Er
 	return v, nil
 }
 
-type validatedParticipant struct {
-	externalID    string
-	name          string
-	role          string
-	expiresInSecs int
-	metadata      json.RawMessage
-}
-
-func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Error) {
-	var v validatedParticipant
+func validateParticipant(p *ParticipantParams) (room.NewParticipant, *apierr.Error) {
+	var v room.NewParticipant
 	if err := checkOptionalText("external_id", p.ExternalID, MaxExternalIDBytes); err != nil {
 		return v, err
 	}
@@ -205,27 +194,27 @@ func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Er
 		return v, err
 	}
 	if p.ExternalID != nil {
-		v.externalID = *p.ExternalID
+		v.ExternalID = *p.ExternalID
 	}
 	if p.Name != nil {
-		v.name = *p.Name
+		v.Name = *p.Name
 	}
-	v.role = RolePublisher
+	v.Role = room.RolePublisher
 	if p.Role != nil {
 		switch *p.Role {
-		case RolePublisher, RoleSubscriber:
-			v.role = *p.Role
+		case room.RolePublisher, room.RoleSubscriber:
+			v.Role = *p.Role
 		default:
-			return v, apierr.Invalid("role", "role must be %q or %q", RolePublisher, RoleSubscriber).
-				WithDetails("allowed", []string{RolePublisher, RoleSubscriber})
+			return v, apierr.Invalid("role", "role must be %q or %q", room.RolePublisher, room.RoleSubscriber).
+				WithDetails("allowed", []string{room.RolePublisher, room.RoleSubscriber})
 		}
 	}
 	secs, err := checkSeconds("expires_in", p.ExpiresIn, ParticipantExpiresInMinSeconds, ParticipantExpiresInMaxSeconds, ParticipantExpiresInDefaultSeconds)
 	if err != nil {
 		return v, err
 	}
-	v.expiresInSecs = secs
-	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+	v.ExpiresInSeconds = secs
+	if v.Metadata, err = checkMetadata(p.Metadata); err != nil {
 		return v, err
 	}
 	return v, nil

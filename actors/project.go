@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -89,8 +90,6 @@ func (a *projectActor) Receive(ctx actor.Context) {
 		delete(a.idemInFlight, m.scope)
 	case core.RoomClosed:
 		a.roomClosed(m)
-	case crashForTest:
-		panic("actors: crash requested by a test") // exercises restart after a panic
 	case core.Sweep:
 		a.sweepIdempotency()
 	}
@@ -196,17 +195,17 @@ func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
 		return
 	}
 	now := env.CreatedAt()
-	room := Room{
-		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: RoomWaiting, Region: m.params.region,
+	newRoom := room.Room{
+		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: room.RoomWaiting, Region: m.params.region,
 		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
 		CreatedAt: now, ExpiresAt: now.Add(time.Duration(m.params.expiresInSecs) * time.Second),
 	}
 	b := env.Store.NewBatch()
-	body := roomGenesis(b, room)
+	body := room.Genesis(b, newRoom)
 	if m.idem != nil {
 		env.PutStored(b, m.idem, 201, body)
 	}
-	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: room.ID}})
+	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: newRoom.ID}})
 	// The room actor can only start once the batch holding its snapshot is
 	// applied (Commit returns), but the caller must not learn the room's id
 	// before the actor is registered: a request for the room would find no
@@ -219,7 +218,7 @@ func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
 		<-spawned
 		r.Respond(core.Reply{Status: 201, Body: body})
 	})
-	env.Registry.SpawnRoom(room.ID, a.id, nil)
+	env.Registry.SpawnRoom(newRoom.ID, a.id, nil)
 	env.Gauges.ActiveRooms.Add(1)
 	a.countedRooms++
 }
@@ -377,12 +376,4 @@ func (a *projectActor) sweepIdempotency() {
 	if n == idempotencySweepBatch { // more expired: continue after queued requests
 		go a.env.Registry.Send(core.ProjectAddress(a.id), core.Sweep{})
 	}
-}
-
-func roomRecordKey(projectID, roomID string) []byte {
-	return []byte(persistence.PrefixRoom + projectID + "/" + roomID)
-}
-
-func participantRecordKey(projectID, roomID, participantID string) []byte {
-	return []byte(persistence.PrefixPart + projectID + "/" + roomID + "/" + participantID)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/money"
@@ -72,7 +73,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 		} `json:"participant"`
 	}
 	_ = json.Unmarshal(res.Body, &cs)
-	e.MediaJoined(MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()})
+	e.MediaJoined(room.MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()})
 
 	clk.Advance(90 * time.Second)
 	rh, _ := e.room(roomID)
@@ -87,7 +88,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	store, e = open()
 	defer func() { e.Stop(); _ = store.Close() }()
-	var rec UsageRecord
+	var rec room.UsageRecord
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		v, err := e.env.Store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+cs.SessionID))

@@ -301,8 +301,6 @@ func (a *walletActor) Receive(ctx actor.Context) {
 	case core.Sweep:
 		a.applyCharges()
 		a.expireTopups()
-	case crashForTest:
-		panic("actors: crash requested by a test")
 	}
 }
 

@@ -67,3 +67,7 @@ func Encode(v any) []byte {
 	}
 	return b
 }
+
+// LedgerAmountDecimals shows ledger amounts with the price's precision, so a
+// per-second usage charge is never rounded on display.
+const LedgerAmountDecimals = 6

@@ -1,4 +1,4 @@
-package actors
+package room
 
 import (
 	"time"
@@ -11,24 +11,46 @@ import (
 	"rtcd/persistence"
 )
 
-// Room actor commands: plain values, sent in an Envelope that carries the
-// answer.
+// The room's commands: plain values, sent in an Envelope that carries the
+// answer. Checks that need no state (field rules, token signature and
+// expiry, per-address and per-project rates) ran before they were sent.
 type (
-	createParticipant struct {
-		caller core.Caller
-		params validatedParticipant
-		idem   *core.IdemPending // nil without an Idempotency-Key
+	// CreateParticipant creates a participant session and signs its
+	// token (POST /v1/rooms/{room_id}/participants).
+	CreateParticipant struct {
+		Caller core.Caller
+		Params NewParticipant
+		Idem   *core.IdemPending // nil without an Idempotency-Key
 	}
-	connectParticipant struct {
-		claims auth.ParticipantClaims
+	// Connect decides a connect (POST /v1/connect) for the participant of
+	// a verified token.
+	Connect struct {
+		Claims auth.ParticipantClaims
 	}
-	removeParticipant struct {
-		caller        core.Caller
-		participantID string
+	// RemoveParticipant removes a participant (DELETE); idempotent.
+	RemoveParticipant struct {
+		Caller        core.Caller
+		ParticipantID string
 	}
-	deleteRoom struct {
-		caller core.Caller
+	// Delete ends the room (DELETE /v1/rooms/{room_id}); idempotent.
+	Delete struct {
+		Caller core.Caller
 	}
+)
+
+// Named bounds and durations of a room.
+const (
+	// MaxParticipantSessionsPerRoom bounds how many participant sessions one
+	// room can ever create, so a room's state and snapshot stay bounded.
+	MaxParticipantSessionsPerRoom = 10000
+	// passivateAfter is how long an ended room's actor stays in memory
+	// answering room_ended before it is stopped; later reads use its record.
+	passivateAfter = time.Minute
+	// MediaPresenceTimeout: silence of a media node run on its own for this
+	// long (on the engine clock's Monotonic reading, since its last presence
+	// report or the engine's start) means it is gone, and its participants
+	// have left.
+	MediaPresenceTimeout = 15 * time.Second
 )
 
 // roomActor owns one room: its status, its participants and the
@@ -52,30 +74,37 @@ type roomActor struct {
 	lastSettle     time.Time // when active sessions were last charged (memory only)
 }
 
+// New is the actor of room id in project projectID, which publishes gate.
+// It recovers from its snapshot and journal when it starts; rec is the
+// start-up recovery that waits for it, nil for a room created at run time
+// (its snapshot is in the batch that created it).
+func New(env *core.Env, id, projectID string, gate *core.ProjectGate, rec *core.Recovery) actor.Actor {
+	return &roomActor{env: env, id: id, projectID: projectID, gate: gate, recovery: rec}
+}
+
+// Receive runs one message on the room's goroutine.
 func (a *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
-		case connectParticipant:
+		case Connect:
 			a.connect(c, m)
-		case createParticipant:
+		case CreateParticipant:
 			a.createParticipant(c, m)
-		case removeParticipant:
+		case RemoveParticipant:
 			a.removeParticipant(c, m)
-		case deleteRoom:
+		case Delete:
 			a.deleteRoom(c, m)
 		default:
 			core.RefuseUnknown(m)
 		}
-	case crashForTest:
-		panic("actors: crash requested by a test") // exercises restart after a panic
-	case mediaJoined:
-		a.join(m.r)
-	case mediaLeft:
-		a.mediaLeft(m.r)
-	case mediaPresence:
+	case MediaJoined:
+		a.join(m.Report)
+	case MediaLeft:
+		a.mediaLeft(m.Report)
+	case Presence:
 		a.reconcile(m)
 	case core.Sweep:
 		if a.sweep() {
@@ -101,7 +130,7 @@ func (a *roomActor) recover() {
 // after a panic restart.
 func (a *roomActor) load(first bool) error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := core.RecoverLog(a.env.Store, roomJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, Journal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *roomState { return &roomState{} }, nil)
 	if err != nil {
 		return err
@@ -129,13 +158,13 @@ func (a *roomActor) record(b *persistence.Batch, events ...roomEvent) { a.log.Re
 
 func (a *roomActor) putRoomRecord(b *persistence.Batch) []byte {
 	body := core.MustJSON(a.state.Room.view())
-	b.Set(roomRecordKey(a.projectID, a.id), body)
+	b.Set(RecordKey(a.projectID, a.id), body)
 	return body
 }
 
 func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) []byte {
 	body := core.MustJSON(p.view())
-	b.Set(participantRecordKey(a.projectID, a.id, p.ID), body)
+	b.Set(ParticipantRecordKey(a.projectID, a.id, p.ID), body)
 	return body
 }
 
@@ -160,7 +189,7 @@ func (a *roomActor) admitting() bool {
 	return s == RoomWaiting || s == RoomActive
 }
 
-func (a *roomActor) createParticipant(m createParticipant, r *core.Envelope) {
+func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 	env := a.env
 	a.expireIfDue()
 	if !a.admitting() {
@@ -187,10 +216,10 @@ func (a *roomActor) createParticipant(m createParticipant, r *core.Envelope) {
 	// hide (the token's expiry is checked first).
 	// Whole seconds: the token carries its expiry in seconds, and the
 	// documented expires_at must be exactly when the token stops working.
-	expiresAt := now.Add(time.Duration(m.params.expiresInSecs) * time.Second).Truncate(time.Second)
+	expiresAt := now.Add(time.Duration(m.Params.ExpiresInSeconds) * time.Second).Truncate(time.Second)
 	p := Participant{
-		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.params.externalID, Name: m.params.name,
-		Role: m.params.role, Status: ParticipantCreated, Metadata: m.params.metadata,
+		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.Params.ExternalID, Name: m.Params.Name,
+		Role: m.Params.Role, Status: ParticipantCreated, Metadata: m.Params.Metadata,
 		CreatedAt: now, ExpiresAt: expiresAt,
 	}
 	token := env.Keys.SignParticipantToken(auth.ParticipantClaims{
@@ -201,8 +230,8 @@ func (a *roomActor) createParticipant(m createParticipant, r *core.Envelope) {
 	b := env.Store.NewBatch()
 	a.putParticipantRecord(b, &p)
 	b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID))
-	if m.idem != nil {
-		env.PutStored(b, m.idem, 201, body)
+	if m.Idem != nil {
+		env.PutStored(b, m.Idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
@@ -217,7 +246,7 @@ func (a *roomActor) createParticipant(m createParticipant, r *core.Envelope) {
 // last, with a compare-and-swap that fails only if other rooms took the
 // project's last slots since the quota check (then the answer is that
 // check's), so no refusal ever holds a slot or gives one back.
-func (a *roomActor) connect(m connectParticipant, r *core.Envelope) {
+func (a *roomActor) connect(m Connect, r *core.Envelope) {
 	env := a.env
 	if a.gate.Record.Load().Status != core.ProjectActive {
 		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
@@ -228,9 +257,9 @@ func (a *roomActor) connect(m connectParticipant, r *core.Envelope) {
 		r.Respond(core.Reply{Err: a.closedError()})
 		return
 	}
-	p, ok := a.state.Participants[m.claims.ParticipantID]
+	p, ok := a.state.Participants[m.Claims.ParticipantID]
 	if !ok {
-		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.claims.ParticipantID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.Claims.ParticipantID)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
@@ -367,10 +396,10 @@ func (a *roomActor) releaseProjectSlots(n int) {
 	a.countedSlots -= n
 }
 
-func (a *roomActor) removeParticipant(m removeParticipant, r *core.Envelope) {
-	p, ok := a.state.Participants[m.participantID]
+func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
+	p, ok := a.state.Participants[m.ParticipantID]
 	if !ok {
-		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.participantID, a.id)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.ParticipantID, a.id)})
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
@@ -390,9 +419,9 @@ func (a *roomActor) removeParticipant(m removeParticipant, r *core.Envelope) {
 	}
 }
 
-func (a *roomActor) deleteRoom(m deleteRoom, r *core.Envelope) {
+func (a *roomActor) deleteRoom(m Delete, r *core.Envelope) {
 	if a.admitting() {
-		a.startEnding(EndReasonDeleted, &m.caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
+		a.startEnding(EndReasonDeleted, &m.Caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
 	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
@@ -492,12 +521,12 @@ func (a *roomActor) sweep() (stop bool) {
 		// A media node on its own that stopped reporting (crashed) has
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
-		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > mediaPresenceTimeout {
-			a.reconcile(mediaPresence{at: a.env.Media.LastPresenceAt()})
+		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > MediaPresenceTimeout {
+			a.reconcile(Presence{At: a.env.Media.LastPresenceAt()})
 		}
 	}
 	r := &a.state.Room
-	if r.Status == RoomEnded && a.env.Clock.Now().Sub(r.EndedAt) >= roomPassivateAfter {
+	if r.Status == RoomEnded && a.env.Clock.Now().Sub(r.EndedAt) >= passivateAfter {
 		a.env.Registry.RoomStopped(a.id)
 		return true
 	}

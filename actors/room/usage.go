@@ -1,4 +1,4 @@
-package actors
+package room
 
 import (
 	"time"
@@ -42,50 +42,20 @@ type MediaPresence struct {
 	Sessions []MediaJoin
 }
 
-// Room actor messages from the media side (no reply).
+// The room's messages from the media side (no answer). They are never
+// refused and never block the sender: the media node's hub must not wait
+// on a room that may be waiting on the node.
 type (
-	mediaJoined   struct{ r MediaJoin }
-	mediaLeft     struct{ r MediaLeave }
-	mediaPresence struct {
-		at       time.Time
-		sessions map[string]MediaJoin // participant id -> its session on the node
+	// MediaJoined is a join report for the room.
+	MediaJoined struct{ Report MediaJoin }
+	// MediaLeft is a leave report for the room.
+	MediaLeft struct{ Report MediaLeave }
+	// Presence is the room's part of a media node's presence snapshot.
+	Presence struct {
+		At       time.Time
+		Sessions map[string]MediaJoin // participant id -> its session on the node
 	}
 )
-
-// SetMedia connects the media engine; nil means none (rooms then close
-// without asking a media engine).
-func (e *Engine) SetMedia(m core.MediaEngine) { e.env.Media.SetEngine(m) }
-
-// MediaJoined routes a join report to its room.
-func (e *Engine) MediaJoined(r MediaJoin) {
-	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
-		e.system.Root.Send(h.pid, mediaJoined{r: r})
-	}
-}
-
-// MediaLeft routes a leave report to its room.
-func (e *Engine) MediaLeft(r MediaLeave) {
-	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
-		e.system.Root.Send(h.pid, mediaLeft{r: r})
-	}
-}
-
-// MediaPresence hands a node's snapshot to every live room (a room absent
-// from it has nobody on the node). One reference node serves all rooms.
-func (e *Engine) MediaPresence(p MediaPresence) {
-	byRoom := make(map[string]map[string]MediaJoin)
-	for _, s := range p.Sessions {
-		if byRoom[s.RoomID] == nil {
-			byRoom[s.RoomID] = make(map[string]MediaJoin)
-		}
-		byRoom[s.RoomID][s.ParticipantID] = s
-	}
-	e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
-	e.rooms.Range(func(id, v any) bool {
-		e.system.Root.Send(v.(*roomHandle).pid, mediaPresence{at: p.At, sessions: byRoom[id.(string)]})
-		return true
-	})
-}
 
 // join admits a reported media join: only for the participant's current
 // connect session, and only while it is connected (holds a slot).
@@ -141,7 +111,7 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID,
 			"started_at": core.Timestamp(u.StartedAt), "ended_at": core.Timestamp(at),
 			"participant_seconds": seconds, "participant_minutes": float64(seconds) / 60,
-			"amount": money.Micros(charged).Format(ledgerAmountDecimals), "currency": a.env.Settings.Billing.Currency,
+			"amount": money.Micros(charged).Format(core.LedgerAmountDecimals), "currency": a.env.Settings.Billing.Currency,
 			"sequence": next()})
 	}
 	a.record(b, roomEvent{ParticipantLeft: &participantLeft{ParticipantID: p.ID, At: at, Reason: reason, Seconds: seconds, ChargedMicros: charged}, EventSeq: seq})
@@ -210,8 +180,8 @@ func (a *roomActor) settle(now time.Time) {
 	a.nudgeWallet()
 }
 
-// usageDayLayout names a UTC day in usage keys and the daily endpoint.
-const usageDayLayout = "2006-01-02"
+// UsageDayLayout names a UTC day in usage keys and the daily endpoint.
+const UsageDayLayout = "2006-01-02"
 
 // UsageRecord is the finalized usage of one session on one UTC day.
 type UsageRecord struct {
@@ -242,7 +212,7 @@ func (a *roomActor) writeUsageRecords(b *persistence.Batch, p *Participant, u *U
 			secs = totalSeconds - elapsedAt(from)
 		}
 		rec := UsageRecord{ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
-			Day: from.UTC().Format(usageDayLayout), Seconds: secs, StartedAt: from, EndedAt: to}
+			Day: from.UTC().Format(UsageDayLayout), Seconds: secs, StartedAt: from, EndedAt: to}
 		b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), core.MustJSON(rec))
 		if !to.Before(end) {
 			return
@@ -265,11 +235,11 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 // reconcile compares the room with a media node's snapshot: a joined
 // participant the node no longer has left (at the snapshot's time); a
 // connected one the node has joined (at the time the node saw it).
-func (a *roomActor) reconcile(m mediaPresence) {
+func (a *roomActor) reconcile(m Presence) {
 	if !a.admitting() {
 		// The node still holds sessions of a room that is closing or
 		// closed: a close command was lost. Ask again (idempotent).
-		if len(m.sessions) > 0 {
+		if len(m.Sessions) > 0 {
 			if media := a.env.Media.Engine(); media != nil {
 				media.CloseRoom(a.id, a.state.Room.EndReason)
 			}
@@ -277,13 +247,13 @@ func (a *roomActor) reconcile(m mediaPresence) {
 		return
 	}
 	for _, p := range a.state.Participants {
-		s, onNode := m.sessions[p.ID]
+		s, onNode := m.Sessions[p.ID]
 		switch {
 		// Presence is by participant: after a reconnect the node may still
 		// show the previous session until the new one replaces it.
 		case p.Status == ParticipantJoined && !onNode:
 			b := a.env.Store.NewBatch()
-			a.leave(b, p, m.at, LeftReasonReconciled)
+			a.leave(b, p, m.At, LeftReasonReconciled)
 			a.env.Store.Commit(b, nil)
 		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
 			a.join(s)
