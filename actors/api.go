@@ -9,6 +9,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -449,7 +450,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 	now := clk.Now()
 	accountID := ids.New(ids.Account)
 	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
-	account := Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
+	account := wallet.Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
 		return BootstrapResult{}, err
@@ -461,7 +462,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 
 	// The first workspace: each owner's first state, in one batch.
 	b := s.NewBatch()
-	walletGenesis(b, account, billing, billing.BootstrapCredit, now)
+	wallet.Genesis(b, account, billing, billing.BootstrapCredit, now)
 	projectGenesis(b, project, &key)
 	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, project.ID)
 	audit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,

@@ -8,6 +8,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/money"
@@ -50,14 +51,6 @@ type Checkout struct {
 // runs outside every actor (it does network I/O).
 type CheckoutFunc func(ctx context.Context, paymentID, accountID string, amount money.Micros, currency, method string, expiresAt time.Time) (Checkout, error)
 
-// getWallet asks a wallet for a copy of its balance and credit state.
-type getWallet struct{}
-
-type walletReading struct {
-	balance     int64
-	creditState string
-}
-
 func (e *Engine) accountOf(c *core.Caller) (string, *walletHandle, *apierr.Error) {
 	h, err := e.projectOf(c)
 	if err != nil {
@@ -71,16 +64,16 @@ func (e *Engine) accountOf(c *core.Caller) (string, *walletHandle, *apierr.Error
 	return accountID, w, nil
 }
 
-func (e *Engine) readWallet(c *core.Caller) (walletReading, *apierr.Error) {
+func (e *Engine) readWallet(c *core.Caller) (wallet.Reading, *apierr.Error) {
 	_, w, err := e.accountOf(c)
 	if err != nil {
-		return walletReading{}, err
+		return wallet.Reading{}, err
 	}
-	r := e.ask(w.pid, getWallet{})
+	r := e.ask(w.pid, wallet.Read{})
 	if r.Err != nil {
-		return walletReading{}, r.Err
+		return wallet.Reading{}, r.Err
 	}
-	return r.Value.(walletReading), nil
+	return r.Value.(wallet.Reading), nil
 }
 
 // Balance is GET /v1/billing/balance.
@@ -94,7 +87,7 @@ func (e *Engine) Balance(c *core.Caller) ([]byte, *apierr.Error) {
 		Currency  string `json:"currency"`
 		Available string `json:"available"`
 		Reserved  string `json:"reserved"`
-	}{"balance", e.env.Settings.Billing.Currency, money.Micros(w.balance).Format(2), money.Micros(0).Format(2)}), nil
+	}{"balance", e.env.Settings.Billing.Currency, money.Micros(w.Balance).Format(2), money.Micros(0).Format(2)}), nil
 }
 
 // Pricing is GET /v1/billing/pricing.
@@ -113,7 +106,7 @@ func (e *Engine) Pricing(c *core.Caller) ([]byte, *apierr.Error) {
 		CreditState            string `json:"credit_state"`
 		BillingEnabled         bool   `json:"billing_enabled"`
 	}{"pricing", b.Currency, b.ParticipantMinutePrice.Format(6), b.LowCreditThreshold.Format(2),
-		b.MinimumCreditToStart.Format(2), w.creditState, b.Enabled}), nil
+		b.MinimumCreditToStart.Format(2), w.CreditState, b.Enabled}), nil
 }
 
 // Ledger is GET /v1/billing/ledger: the workspace's entries, newest first.
@@ -130,8 +123,8 @@ func (e *Engine) CreateTopup(ctx context.Context, c *core.Caller, p *TopupParams
 	if p.Amount == nil {
 		return Result{}, apierr.Invalid("amount", "amount is required, a decimal string from 5.00 to 10000.00")
 	}
-	amount, perr := money.Parse(*p.Amount, TopupMaxDecimals)
-	if perr != nil || amount < TopupMinMicros || amount > TopupMaxMicros {
+	amount, perr := money.Parse(*p.Amount, wallet.TopupMaxDecimals)
+	if perr != nil || amount < wallet.TopupMinMicros || amount > wallet.TopupMaxMicros {
 		return Result{}, apierr.Invalid("amount", "amount must be a decimal string from 5.00 to 10000.00 with at most 2 decimals")
 	}
 	method := TopupMethodCheckout
@@ -152,7 +145,7 @@ func (e *Engine) CreateTopup(ctx context.Context, c *core.Caller, p *TopupParams
 		return Result{}, err
 	}
 	now := e.env.CreatedAt()
-	t := Topup{
+	t := wallet.Topup{
 		PaymentID: ids.New(ids.Payment), ProjectID: c.ProjectID, Amount: int64(amount), Currency: e.env.Settings.Billing.Currency,
 		Method: method, CreatedAt: now, ExpiresAt: now.Add(e.env.Settings.Billing.TopupExpiry),
 	}
@@ -161,7 +154,7 @@ func (e *Engine) CreateTopup(ctx context.Context, c *core.Caller, p *TopupParams
 		return Result{}, apierr.New(apierr.ServiceUnavailable, "the payment provider did not accept the checkout; retry shortly")
 	}
 	t.Provider, t.ProviderRef, t.AuthorizeURL = co.Provider, co.ProviderRef, co.AuthorizeURL
-	return result(e.ask(w.pid, createTopup{topup: t}))
+	return result(e.ask(w.pid, wallet.CreateTopup{Topup: t}))
 }
 
 // ListTopups is GET /v1/billing/topups.
@@ -212,7 +205,7 @@ type ReceiptFunc func(ctx context.Context, providerRef string) (string, error)
 // callback again, and that delivery (which credits nothing more) fetches
 // the receipt. The provider keeps the redelivery, so it survives our
 // crashes; see docs/payments.md, "Receipts".
-func (e *Engine) ApplyPayment(ctx context.Context, u PaymentUpdate, receipt ReceiptFunc) *apierr.Error {
+func (e *Engine) ApplyPayment(ctx context.Context, u wallet.PaymentUpdate, receipt ReceiptFunc) *apierr.Error {
 	if !ids.Valid(u.PaymentID, ids.Payment) {
 		return apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID)
 	}
@@ -225,16 +218,16 @@ func (e *Engine) ApplyPayment(ctx context.Context, u PaymentUpdate, receipt Rece
 		return apierr.New(apierr.InvalidRequest, "unknown payment %q", u.PaymentID)
 	}
 	var receiptErr error
-	if receipt != nil && u.Status == PaymentSucceeded && u.ReceiptURL == "" {
-		r := e.ask(w.pid, getTopup{paymentID: u.PaymentID})
+	if receipt != nil && u.Status == wallet.PaymentSucceeded && u.ReceiptURL == "" {
+		r := e.ask(w.pid, wallet.GetTopup{PaymentID: u.PaymentID})
 		if r.Err != nil {
 			return r.Err
 		}
-		if t, _ := r.Value.(Topup); t.wantsReceipt(u.Provider) {
+		if t, _ := r.Value.(wallet.Topup); t.WantsReceipt(u.Provider) {
 			u.ReceiptURL, receiptErr = receipt(ctx, u.ProviderRef)
 		}
 	}
-	if aerr := e.ask(w.pid, paymentUpdate{u: u}).Err; aerr != nil {
+	if aerr := e.ask(w.pid, wallet.ApplyPayment{Update: u}).Err; aerr != nil {
 		return aerr
 	}
 	if receiptErr != nil {
@@ -255,10 +248,10 @@ func (e *Engine) AdjustBalance(accountID string, amount money.Micros, reason, op
 	if amount == 0 {
 		return nil, apierr.Invalid("amount", "amount must not be zero")
 	}
-	if reason == "" || len(reason) > MaxAdjustmentReasonBytes {
-		return nil, apierr.Invalid("reason", "reason is required, at most %d bytes", MaxAdjustmentReasonBytes)
+	if reason == "" || len(reason) > wallet.MaxAdjustmentReasonBytes {
+		return nil, apierr.Invalid("reason", "reason is required, at most %d bytes", wallet.MaxAdjustmentReasonBytes)
 	}
-	r := e.ask(w.pid, adjustBalance{amount: int64(amount), reason: reason, actor: core.Actor{Type: "operator", ID: operator}})
+	r := e.ask(w.pid, wallet.Adjust{Amount: int64(amount), Reason: reason, Actor: core.Actor{Type: "operator", ID: operator}})
 	return r.Body, r.Err
 }
 

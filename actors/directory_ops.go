@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -189,8 +190,8 @@ func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string
 	env := a.env
 	accountID := ids.New(ids.Account)
 	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
-	account := Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
-	walletGenesis(b, account, env.Settings.Billing, 0, now)
+	account := wallet.Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
+	wallet.Genesis(b, account, env.Settings.Billing, 0, now)
 	projectGenesis(b, project, nil)
 	if u == nil {
 		u = &core.DashboardUser{UserID: ownerID}

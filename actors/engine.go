@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
 	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -217,17 +218,17 @@ func (e *Engine) Stop() {
 // created at run time.
 func (e *Engine) spawnWallet(id string, rec *core.Recovery) *walletHandle {
 	h := &walletHandle{gate: &core.CreditGate{}}
-	a := &walletActor{env: e.env, id: id, gate: h.gate, recovery: rec}
+	a := wallet.New(e.env, id, h.gate, rec)
 	if rec != nil {
 		rec.Add()
 	}
 	// The PID of a named actor is known before it starts, so the handle is
 	// complete before the actor can look itself up.
-	h.pid = actor.NewPID(e.system.Address(), walletJournal(id))
+	h.pid = actor.NewPID(e.system.Address(), wallet.Journal(id))
 	e.wallets.Store(id, h)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.walletMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
-	if _, err := e.system.Root.SpawnNamed(props, walletJournal(id)); err != nil {
+	if _, err := e.system.Root.SpawnNamed(props, wallet.Journal(id)); err != nil {
 		panic(fmt.Sprintf("actors: spawning wallet %s: %v", id, err))
 	}
 	return h

@@ -13,7 +13,6 @@ import (
 // naming what its state does not hold.
 func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 	project := func() *projectState { return newProjectState(testProject()) }
-	wallet := func() *walletState { return newWalletState(Account{ID: "acct_1"}, CreditNormal) }
 	directory := func() *directoryState { return newDirectoryState() }
 	type check struct {
 		name  string
@@ -36,10 +35,6 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 		}),
 		run("project: unknown endpoint disabled", "no endpoint", func() any { return project() }, func(s any) error {
 			return s.(*projectState).Apply(&projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: "we_9", At: t0}})
-		}),
-		run("wallet: no kind", "no kind", func() any { return wallet() }, func(s any) error { return s.(*walletState).Apply(&walletEvent{}) }),
-		run("wallet: unknown top-up", "no top-up pay_9", func() any { return wallet() }, func(s any) error {
-			return s.(*walletState).Apply(&walletEvent{TopupUpdated: &topupUpdated{PaymentID: "pay_9", Status: PaymentSucceeded}})
 		}),
 		run("directory: no kind", "no kind", func() any { return directory() }, func(s any) error { return s.(*directoryState).Apply(&directoryEvent{}) }),
 		run("directory: unknown workspace", "no workspace acct_9", func() any { return directory() }, func(s any) error {
@@ -68,12 +63,9 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	billing := core.Billing{Enabled: true, Currency: "USD", MinimumCreditToStart: 1_000_000, LowCreditThreshold: 5_000_000}
 	project := core.Project{ID: "prj_1", AccountID: "acct_1", Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: t0}
 	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: t0}
 	b := store.NewBatch()
-	wallet := walletGenesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: t0}, billing, 2_000_000, t0)
-	empty := walletGenesis(b, Account{ID: "acct_2", CreatedAt: t0}, billing, 0, t0)
 	proj := projectGenesis(b, project, &key)
 	dir := directoryGenesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: t0},
 		workspaceCreated{ID: "acct_1", Name: "Default workspace", CreatedAt: t0}, "prj_1")
@@ -81,9 +73,6 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if wallet.Balance != 2_000_000 || wallet.CreditState != CreditLow || empty.Balance != 0 || empty.CreditState != CreditExhausted {
-		t.Fatalf("wallet genesis: %+v, %+v", wallet, empty)
-	}
 	if proj.ActiveKeys != 1 || dir.Workspaces["acct_1"].Members["usr_1"].Role != RoleOwner {
 		t.Fatalf("project or directory genesis: %+v %+v", proj, dir.Workspaces["acct_1"])
 	}
@@ -93,11 +82,6 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 			t.Fatalf("%s: recovered %s\nwant %s", name, g, w)
 		}
 	}
-	w, err := core.RecoverLog(store, walletJournal("acct_1"), 1000, func() *walletState { return &walletState{} }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same("wallet", wallet, w.State())
 	p, err := core.RecoverLog(store, projectJournal("prj_1"), 1000, func() *projectState { return &projectState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -112,21 +96,10 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal("the directory's indexes were not rebuilt")
 	}
 
-	// Beside the snapshots: the directories recovery lists, the opening
-	// credit's ledger entry, the first key's record.
-	for _, k := range [][]byte{
-		persistence.Key(persistence.PrefixAccount, "acct_1"), persistence.Key(persistence.PrefixAccount, "acct_2"),
-		persistence.Key(persistence.PrefixProject, "prj_1"),
-	} {
-		if _, err := store.Get(k); err != nil {
-			t.Fatalf("%s: %v", k, err)
-		}
-	}
-	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixLedger, "acct_1")); n != 1 {
-		t.Fatalf("%d ledger entries for the opening credit, want 1", n)
-	}
-	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixLedger, "acct_2")); n != 0 {
-		t.Fatalf("%d ledger entries without an opening credit, want 0", n)
+	// Beside the snapshots: the directory of projects recovery lists, the
+	// first key's record.
+	if _, err := store.Get(persistence.Key(persistence.PrefixProject, "prj_1")); err != nil {
+		t.Fatal(err)
 	}
 	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixKeyIdx, "prj_1")); n != 1 {
 		t.Fatalf("%d key records, want the first key's", n)

@@ -5,6 +5,7 @@ import (
 
 	"rtcd/actors/core"
 	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 )
 
 // The engine's face keeps the names http/, server/ and the tests use for
@@ -36,7 +37,13 @@ type (
 	ConnectView = room.ConnectView
 	// FeaturesView says what a participant may publish.
 	FeaturesView = room.FeaturesView
+
+	// PaymentUpdate is a verified payment-provider callback.
+	PaymentUpdate = wallet.PaymentUpdate
 )
+
+// MaxAdjustmentReasonBytes bounds an operator adjustment's reason.
+const MaxAdjustmentReasonBytes = wallet.MaxAdjustmentReasonBytes
 
 // MaxParticipantSessionsPerRoom bounds the participant sessions one room
 // can ever create.

@@ -97,7 +97,7 @@ func (n *joinedRoom) charged() int64 {
 		if aerr != nil {
 			n.t.Fatal(aerr)
 		}
-		balance = w.balance
+		balance = w.Balance
 		return true
 	})
 	return -balance

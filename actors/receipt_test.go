@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -63,8 +64,8 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 		t.Fatal(aerr)
 	}
 	paymentID := decodeTopup(t, res.Body).PaymentID
-	paid := PaymentUpdate{Provider: "stripe", ProviderEventID: "evt_1", PaymentID: paymentID, ProviderRef: "cs_test_1",
-		Status: PaymentSucceeded, Amount: 25_000_000, At: clk.Now()}
+	paid := wallet.PaymentUpdate{Provider: "stripe", ProviderEventID: "evt_1", PaymentID: paymentID, ProviderRef: "cs_test_1",
+		Status: wallet.PaymentSucceeded, Amount: 25_000_000, At: clk.Now()}
 
 	var asked []string
 	lookup := func(url string, err error) ReceiptFunc {
@@ -73,10 +74,10 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 			return url, err
 		}
 	}
-	state := func(e *Engine) (Topup, money.Micros) {
+	state := func(e *Engine) (wallet.Topup, money.Micros) {
 		w, _ := e.wallet(account)
-		r := e.ask(w.pid, getWallet{})
-		return e.ask(w.pid, getTopup{paymentID: paymentID}).Value.(Topup), money.Micros(r.Value.(walletReading).balance)
+		r := e.ask(w.pid, wallet.Read{})
+		return e.ask(w.pid, wallet.GetTopup{PaymentID: paymentID}).Value.(wallet.Topup), money.Micros(r.Value.(wallet.Reading).Balance)
 	}
 
 	// The provider's API fails: credited anyway, answered 503.
@@ -84,7 +85,7 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	if aerr == nil || aerr.Code != apierr.ServiceUnavailable || apierr.StatusOf(aerr) != 503 {
 		t.Fatalf("ApplyPayment with the receipt lookup failing = %v, want 503 service_unavailable", aerr)
 	}
-	if top, bal := state(e); top.Status != PaymentSucceeded || top.ReceiptURL != "" || bal != 35_000_000 {
+	if top, bal := state(e); top.Status != wallet.PaymentSucceeded || top.ReceiptURL != "" || bal != 35_000_000 {
 		t.Fatalf("after a failed lookup: %s, receipt %q, balance %s; want succeeded, no receipt, 35.00", top.Status, top.ReceiptURL, bal)
 	}
 
@@ -93,7 +94,7 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	if aerr := e.ApplyPayment(context.Background(), paid, lookup(receipt, nil)); aerr != nil {
 		t.Fatalf("redelivery: %v", aerr)
 	}
-	if top, bal := state(e); top.Status != PaymentSucceeded || top.ReceiptURL != receipt || bal != 35_000_000 {
+	if top, bal := state(e); top.Status != wallet.PaymentSucceeded || top.ReceiptURL != receipt || bal != 35_000_000 {
 		t.Fatalf("after the redelivery: %s, receipt %q, balance %s; want succeeded, the receipt, 35.00", top.Status, top.ReceiptURL, bal)
 	}
 	if len(asked) != 2 || asked[0] != "cs_test_1" || asked[1] != "cs_test_1" {

@@ -7,6 +7,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/money"
@@ -106,8 +107,8 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	}
 	// 90 s at 0.001 per second = 0.090000, charged once.
 	w, _ := e.wallet(e.limitsAccount(caller))
-	r := e.ask(w.pid, getWallet{})
-	if got := money.Micros(r.Value.(walletReading).balance); got != 10_000_000-90_000 {
+	r := e.ask(w.pid, wallet.Read{})
+	if got := money.Micros(r.Value.(wallet.Reading).Balance); got != 10_000_000-90_000 {
 		t.Fatalf("balance %s, want 9.910000", got)
 	}
 }

@@ -1,4 +1,4 @@
-package actors
+package wallet
 
 import (
 	"fmt"
@@ -55,8 +55,8 @@ const (
 	MaxAdjustmentReasonBytes = 256
 )
 
-// creditStateOf is the pure rule from a balance to a credit state.
-func creditStateOf(b *core.Billing, balance int64) string {
+// CreditStateOf is the pure rule from a balance to a credit state.
+func CreditStateOf(b *core.Billing, balance int64) string {
 	switch {
 	case balance < int64(b.MinimumCreditToStart):
 		return CreditExhausted
@@ -151,25 +151,25 @@ func newWalletState(a Account, creditState string) *walletState {
 	return &walletState{Account: a, CreditState: creditState, Topups: make(map[string]*Topup)}
 }
 
-// walletGenesis writes a new workspace's wallet into b: its a/ entry (the
+// Genesis writes a new workspace's wallet into b: its a/ entry (the
 // directory of wallets recovery reads) and its first snapshot (sequence 0):
 // the account, and a balance of openingCredit, entered in the ledger as an
 // operator's adjustment with its lg/ record so the ledger always sums to
 // the balance, in the credit state of that balance. Every wallet starts
 // here: bootstrap's (with the configured opening credit) and each new
 // workspace's (with none).
-func walletGenesis(b *persistence.Batch, account Account, billing core.Billing, openingCredit money.Micros, now time.Time) *walletState {
-	s := newWalletState(account, creditStateOf(&billing, 0))
+func Genesis(b *persistence.Batch, account Account, billing core.Billing, openingCredit money.Micros, now time.Time) *walletState {
+	s := newWalletState(account, CreditStateOf(&billing, 0))
 	if openingCredit > 0 {
 		entry := LedgerEntry{ID: ids.New(ids.Ledger), Type: LedgerAdjustment, Amount: int64(openingCredit),
 			BalanceAfter: int64(openingCredit), Description: "opening credit of the first workspace",
 			Reference: map[string]any{"type": "operator", "id": "rtcd init"}, CreatedAt: now}
 		core.ApplyAll(s, walletEvent{LedgerEntryAdded: &entry},
-			walletEvent{CreditStateChanged: &creditStateChanged{To: creditStateOf(&billing, entry.BalanceAfter), At: now}})
-		b.Set(persistence.IndexKey(persistence.PrefixLedger, account.ID, now.UnixNano(), entry.ID), core.MustJSON(ledgerView(&entry, billing.Currency)))
+			walletEvent{CreditStateChanged: &creditStateChanged{To: CreditStateOf(&billing, entry.BalanceAfter), At: now}})
+		b.Set(persistence.IndexKey(persistence.PrefixLedger, account.ID, now.UnixNano(), entry.ID), core.MustJSON(LedgerView(&entry, billing.Currency)))
 	}
 	b.Set(persistence.Key(persistence.PrefixAccount, account.ID), nil)
-	persistence.WriteSnapshotAt(b, walletJournal(account.ID), 0, core.Encode(s))
+	persistence.WriteSnapshotAt(b, Journal(account.ID), 0, core.Encode(s))
 	return s
 }
 
@@ -228,36 +228,52 @@ func (s *walletState) topup(kind, paymentID string) (*Topup, error) {
 	return t, nil
 }
 
-// Wallet commands.
+// The wallet's commands: plain values, sent in an Envelope that carries
+// the answer.
 type (
-	createTopup struct {
-		topup Topup
+	// CreateTopup records a new pending top-up (the provider's checkout
+	// was created outside any actor).
+	CreateTopup struct {
+		Topup Topup
 	}
-	// PaymentUpdate is a verified provider callback, already mapped to a payment.
-	PaymentUpdate struct {
-		Provider        string // the provider whose verified callback this is
-		ProviderEventID string
-		PaymentID       string
-		ProviderRef     string // the provider's object the callback is about (the checkout for a success)
-		Status          string // succeeded, failed, canceled, expired, refunded
-		Amount          int64  // for refunded: the total refunded so far (micro-units); else the paid amount
-		ReceiptURL      string
-		At              time.Time
+	// ApplyPayment applies a verified provider callback to its top-up.
+	ApplyPayment struct {
+		Update PaymentUpdate
 	}
-	paymentUpdate struct {
-		u PaymentUpdate
+	// GetTopup asks for a copy of one top-up (the zero Topup when there
+	// is none), in Reply.Value.
+	GetTopup struct {
+		PaymentID string
 	}
-	// getTopup asks for a copy of one top-up (the zero Topup when there
-	// is none).
-	getTopup struct {
-		paymentID string
+	// Adjust is an operator's adjustment of the balance (micro-units).
+	Adjust struct {
+		Amount int64
+		Reason string
+		Actor  core.Actor
 	}
-	adjustBalance struct {
-		amount int64
-		reason string
-		actor  core.Actor
-	}
+	// Read asks for the balance and credit state (Reading, in
+	// Reply.Value).
+	Read struct{}
 )
+
+// PaymentUpdate is a verified provider callback, already mapped to a
+// payment.
+type PaymentUpdate struct {
+	Provider        string // the provider whose verified callback this is
+	ProviderEventID string
+	PaymentID       string
+	ProviderRef     string // the provider's object the callback is about (the checkout for a success)
+	Status          string // succeeded, failed, canceled, expired, refunded
+	Amount          int64  // for refunded: the total refunded so far (micro-units); else the paid amount
+	ReceiptURL      string
+	At              time.Time
+}
+
+// Reading is a wallet's balance and credit state.
+type Reading struct {
+	Balance     int64
+	CreditState string
+}
 
 // walletActor owns one workspace's prepaid balance, its ledger, its credit
 // state and its top-ups.
@@ -271,26 +287,34 @@ type walletActor struct {
 	recovered bool
 }
 
+// New is the wallet actor of workspace id, which publishes gate. It
+// recovers from its snapshot and journal when it starts; rec is the
+// start-up recovery that waits for it, nil for one created at run time.
+func New(env *core.Env, id string, gate *core.CreditGate, rec *core.Recovery) actor.Actor {
+	return &walletActor{env: env, id: id, gate: gate, recovery: rec}
+}
+
+// Receive runs one message on the wallet's goroutine.
 func (a *walletActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
-		case createTopup:
+		case CreateTopup:
 			a.createTopup(c, m)
-		case paymentUpdate:
-			a.paymentUpdate(c, m)
-		case getTopup:
+		case ApplyPayment:
+			a.applyPayment(c, m)
+		case GetTopup:
 			var t Topup
-			if found := a.state.Topups[c.paymentID]; found != nil {
+			if found := a.state.Topups[c.PaymentID]; found != nil {
 				t = *found
 			}
 			m.Respond(core.Reply{Value: t})
-		case adjustBalance:
+		case Adjust:
 			a.adjust(c, m)
-		case getWallet:
-			m.Respond(core.Reply{Value: walletReading{balance: a.state.Balance, creditState: a.state.CreditState}})
+		case Read:
+			m.Respond(core.Reply{Value: Reading{Balance: a.state.Balance, CreditState: a.state.CreditState}})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -320,7 +344,7 @@ func (a *walletActor) recover() {
 // the charges rooms wrote while it was down.
 func (a *walletActor) load() error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := core.RecoverLog(a.env.Store, walletJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, Journal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *walletState { return &walletState{} }, nil)
 	if err != nil {
 		return err
@@ -328,7 +352,7 @@ func (a *walletActor) load() error {
 	a.log, a.state = log, log.State()
 	// Thresholds come from configuration: when an operator changed them, the
 	// state moves now (with its webhook event), not at the next entry.
-	if want := creditStateOf(&a.env.Settings.Billing, a.state.Balance); want != a.state.CreditState {
+	if want := CreditStateOf(&a.env.Settings.Billing, a.state.Balance); want != a.state.CreditState {
 		b := a.env.Store.NewBatch()
 		now := a.env.Clock.Now()
 		before := a.state.CreditState
@@ -358,8 +382,8 @@ func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount in
 	}
 	before := a.state.CreditState
 	a.record(b, walletEvent{LedgerEntryAdded: &entry})
-	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), core.MustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency)))
-	after := creditStateOf(&a.env.Settings.Billing, a.state.Balance)
+	b.Set(persistence.IndexKey(persistence.PrefixLedger, a.id, now.UnixNano(), entry.ID), core.MustJSON(LedgerView(&entry, a.env.Settings.Billing.Currency)))
+	after := CreditStateOf(&a.env.Settings.Billing, a.state.Balance)
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
 		a.emitCredit(b, before, after, now)
@@ -436,8 +460,8 @@ func (a *walletActor) applyCharges() {
 	}
 }
 
-func (a *walletActor) createTopup(m createTopup, r *core.Envelope) {
-	t := m.topup
+func (a *walletActor) createTopup(m CreateTopup, r *core.Envelope) {
+	t := m.Topup
 	t.Status = PaymentPending
 	b := a.env.Store.NewBatch()
 	a.record(b, walletEvent{TopupCreated: &t})
@@ -448,17 +472,17 @@ func (a *walletActor) createTopup(m createTopup, r *core.Envelope) {
 }
 
 func (a *walletActor) putTopupRecord(b *persistence.Batch, t *Topup) []byte {
-	body := core.MustJSON(topupView(t))
+	body := core.MustJSON(TopupViewOf(t))
 	b.Set(persistence.Key(persistence.PrefixTopup, a.id+"/"+t.PaymentID), body)
 	return body
 }
 
-// paymentUpdate applies a verified provider callback. Only a successful
+// ApplyPayment applies a verified provider callback. Only a successful
 // payment of a pending top-up credits the wallet, so a repeated callback
 // credits once; moves out of a final state are ignored (answered 200 so the
 // provider stops retrying).
-func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
-	u := m.u
+func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
+	u := m.Update
 	t, ok := a.state.Topups[u.PaymentID]
 	if !ok {
 		r.Respond(core.Reply{Err: apierr.New(apierr.InvalidRequest, "unknown payment %s", u.PaymentID)})
@@ -477,7 +501,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(topupView(t))})
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))})
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
@@ -495,7 +519,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
 		a.addLedgerEntry(b, LedgerRefund, -refund, "refund of "+t.PaymentID, map[string]any{"type": "payment", "id": t.PaymentID})
 		a.record(b, walletEvent{TopupUpdated: &topupUpdated{PaymentID: t.PaymentID, Status: PaymentRefunded, RefundedAmount: refund, At: now}})
 		eventType = core.EventPaymentRefunded
-	case t.wantsReceipt(u.Provider) && t.Status != PaymentPending && t.Status != PaymentExpired &&
+	case t.WantsReceipt(u.Provider) && t.Status != PaymentPending && t.Status != PaymentExpired &&
 		u.Status == PaymentSucceeded && u.ReceiptURL != "":
 		// A repeated success callback brings the receipt the first one
 		// could not fetch: recorded, nothing credited, no event (the
@@ -503,7 +527,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(topupView(t))}) // duplicate or out-of-order: nothing to do
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))}) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
@@ -522,7 +546,7 @@ func (a *walletActor) paymentUpdate(m paymentUpdate, r *core.Envelope) {
 // bring a receipt address: t is paid or about to be (a first success
 // credits pending and expired top-ups), it was made with that provider,
 // and it has no receipt yet.
-func (t Topup) wantsReceipt(provider string) bool {
+func (t Topup) WantsReceipt(provider string) bool {
 	switch t.Status {
 	case PaymentPending, PaymentExpired, PaymentSucceeded, PaymentRefunded:
 		return t.ReceiptURL == "" && t.Provider == provider
@@ -547,21 +571,21 @@ func (a *walletActor) expireTopups() {
 	now := a.env.Clock.Now()
 	for _, t := range a.state.Topups {
 		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
-			a.paymentUpdate(paymentUpdate{u: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
+			a.applyPayment(ApplyPayment{Update: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
 		}
 	}
 }
 
-func (a *walletActor) adjust(m adjustBalance, r *core.Envelope) {
+func (a *walletActor) adjust(m Adjust, r *core.Envelope) {
 	b := a.env.Store.NewBatch()
-	entry := a.addLedgerEntry(b, LedgerAdjustment, m.amount, m.reason, map[string]any{"type": "operator", "id": m.actor.ID})
+	entry := a.addLedgerEntry(b, LedgerAdjustment, m.Amount, m.Reason, map[string]any{"type": "operator", "id": m.Actor.ID})
 	for _, p := range a.state.Account.ProjectIDs {
-		a.env.Audit.Project(b, p, &core.Caller{ActorType: m.actor.Type, ActorID: m.actor.ID}, "billing.adjusted",
+		a.env.Audit.Project(b, p, &core.Caller{ActorType: m.Actor.Type, ActorID: m.Actor.ID}, "billing.adjusted",
 			core.AuditTarget{Type: "ledger_entry", ID: entry.ID},
-			map[string]any{"account_id": a.id, "amount": money.Micros(m.amount).Format(2), "reason": m.reason})
+			map[string]any{"account_id": a.id, "amount": money.Micros(m.Amount).Format(2), "reason": m.Reason})
 	}
 	a.publish()
-	body := core.MustJSON(ledgerView(&entry, a.env.Settings.Billing.Currency))
+	body := core.MustJSON(LedgerView(&entry, a.env.Settings.Billing.Currency))
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
@@ -575,3 +599,6 @@ func (a *walletActor) addProject(m core.AddProject) {
 	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.ProjectID}})
 	a.env.Store.Commit(b, nil)
 }
+
+// Journal names a wallet's journal, snapshot and actor: wallet/<account_id>.
+func Journal(accountID string) string { return "wallet/" + accountID }
