@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
 	"rtcd/apierr"
@@ -32,26 +33,24 @@ func result(r core.Reply) (Result, *apierr.Error) {
 	return Result{Status: r.Status, Body: r.Body, Replayed: r.Replayed}, nil
 }
 
-var errBadCredential = apierr.New(apierr.AuthenticationFailed, "the API key is missing, malformed, revoked or unknown")
-
 // Authenticate resolves a bearer secret to its caller. Malformed secrets
 // (wrong prefix, length, alphabet or checksum) are refused without a lookup.
 func (e *Engine) Authenticate(secret string) (*core.Caller, *apierr.Error) {
 	if !auth.CheckAPIKeyFormat(secret) {
-		return nil, errBadCredential
+		return nil, core.ErrBadCredential
 	}
 	rec := e.env.APIKeys.Lookup(e.env.Keys.HashAPIKey(secret))
 	if rec == nil {
-		return nil, errBadCredential
+		return nil, core.ErrBadCredential
 	}
 	h, ok := e.project(rec.ProjectID)
 	if !ok || h.gate.Record.Load().Status != core.ProjectActive {
-		return nil, errBadCredential
+		return nil, core.ErrBadCredential
 	}
 	if now := e.env.Clock.Now(); rec.NoteUse(now) {
 		// Without waiting: the project journals it (touchKey) when it gets
 		// to it, and only one such message per key is ever on its way.
-		e.system.Root.Send(h.pid, touchKey{keyID: rec.KeyID, usedAt: now})
+		e.system.Root.Send(h.pid, project.TouchKey{KeyID: rec.KeyID, UsedAt: now})
 	}
 	return &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}, nil
 }
@@ -59,7 +58,7 @@ func (e *Engine) Authenticate(secret string) (*core.Caller, *apierr.Error) {
 func (e *Engine) projectOf(c *core.Caller) (*projectHandle, *apierr.Error) {
 	h, ok := e.project(c.ProjectID)
 	if !ok {
-		return nil, errBadCredential
+		return nil, core.ErrBadCredential
 	}
 	return h, nil
 }
@@ -70,7 +69,7 @@ func (e *Engine) CreateRoom(c *core.Caller, p *RoomParams, idem *IdempotencyRequ
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createRoom{caller: *c, params: v, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return project.CreateRoom{Caller: *c, Params: v, Idem: ip} })
 }
 
 // GetRoom reads a room's record (GET /v1/rooms/{id}).
@@ -255,7 +254,9 @@ func (e *Engine) CreateAPIKey(c *core.Caller, p *APIKeyParams, idem *Idempotency
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createKey{caller: *c, name: name, scopes: requested, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any {
+		return project.CreateKey{Caller: *c, Name: name, Scopes: requested, Idem: ip}
+	})
 }
 
 func parseScopes(names []string) (scopes.Set, *apierr.Error) {
@@ -288,7 +289,7 @@ func (e *Engine) ListAPIKeys(c *core.Caller, limit int) ([]byte, *apierr.Error) 
 // API key object: records written before last_used_at existed lack the
 // field, and the API never omits a field (it reads as null, never used).
 func upgradeKeyRecord(record []byte) ([]byte, error) {
-	var v APIKeyView
+	var v project.APIKeyView
 	if err := json.Unmarshal(record, &v); err != nil {
 		return nil, err
 	}
@@ -304,7 +305,7 @@ func (e *Engine) RevokeAPIKey(c *core.Caller, keyID string) (Result, *apierr.Err
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.ask(h.pid, revokeKey{caller: *c, keyID: keyID}))
+	return result(e.ask(h.pid, project.RevokeKey{Caller: *c, KeyID: keyID}))
 }
 
 // ProjectLimits returns the project's effective limits.
@@ -449,26 +450,26 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 	}
 	now := clk.Now()
 	accountID := ids.New(ids.Account)
-	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
-	account := wallet.Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{project.ID}, CreatedAt: now}
+	proj := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
+	account := wallet.Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{proj.ID}, CreatedAt: now}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
 		return BootstrapResult{}, err
 	}
 	operator := core.Actor{Type: "operator", ID: "rtcd init"}
-	key := APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
+	key := project.APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
 	owner := User{ID: ids.New(ids.User), Email: email, Name: "", CreatedAt: now}
 
 	// The first workspace: each owner's first state, in one batch.
 	b := s.NewBatch()
 	wallet.Genesis(b, account, billing, billing.BootstrapCredit, now)
-	projectGenesis(b, project, &key)
-	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, project.ID)
+	project.Genesis(b, proj, &key)
+	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, proj.ID)
 	audit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
 		Target: core.AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: core.Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}
-	b.Set(persistence.IndexKey(persistence.PrefixAudit, project.ID, now.UnixNano(), audit.ID), core.MustJSON(audit))
+	b.Set(persistence.IndexKey(persistence.PrefixAudit, proj.ID, now.UnixNano(), audit.ID), core.MustJSON(audit))
 	wsAudit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "account.created", Actor: operator,
 		Target: core.AuditTarget{Type: "account", ID: accountID}, CreatedAt: core.Timestamp(now),
 		Details: map[string]any{"name": account.Name, "owner_email": owner.Email}}
@@ -478,5 +479,5 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err
 	}
-	return BootstrapResult{AccountID: accountID, ProjectID: project.ID, APIKeyID: key.ID, APIKey: secret, OwnerEmail: owner.Email}, nil
+	return BootstrapResult{AccountID: accountID, ProjectID: proj.ID, APIKeyID: key.ID, APIKey: secret, OwnerEmail: owner.Email}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -56,7 +57,7 @@ func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID strin
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(h.pid, renameProject{user: *u, name: name})
+	r := e.ask(h.pid, project.Rename{User: *u, Name: name})
 	return r.Body, r.Err
 }
 

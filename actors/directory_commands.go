@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/ids"
 )
@@ -199,14 +200,14 @@ func (a *directoryActor) createProject(c CreateProject, req *core.Envelope) {
 		return
 	}
 	now := a.env.CreatedAt()
-	project := core.Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: core.ProjectActive, CreatedAt: now}
+	proj := core.Project{ID: ids.New(ids.Project), AccountID: w.ID, Name: name, Status: core.ProjectActive, CreatedAt: now}
 	b := a.env.Store.NewBatch()
-	projectGenesis(b, project, nil)
-	a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: project.ID}})
-	a.env.Audit.Account(b, w.ID, u, "project.created", core.AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": name})
-	body := core.MustJSON(projectView(&project))
+	project.Genesis(b, proj, nil)
+	a.record(b, directoryEvent{ProjectAdded: &workspaceProject{AccountID: w.ID, ProjectID: proj.ID}})
+	a.env.Audit.Account(b, w.ID, u, "project.created", core.AuditTarget{Type: "project", ID: proj.ID}, map[string]any{"name": name})
+	body := core.MustJSON(project.ViewOf(&proj))
 	a.commitAndStart(b, func() {
-		a.env.Registry.SpawnProject(project.ID, &project, nil) // its snapshot was just written: nobody waits on it
+		a.env.Registry.SpawnProject(proj.ID, &proj, nil) // its snapshot was just written: nobody waits on it
 	}, false, core.Reply{Status: 201, Body: body}, req.Respond)
 }
 

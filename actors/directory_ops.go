@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/ids"
@@ -38,23 +39,12 @@ type UserView struct {
 
 // AccountView is a workspace with the viewer's role and its projects.
 type AccountView struct {
-	Object    string        `json:"object"`
-	ID        string        `json:"id"`
-	Name      string        `json:"name"`
-	Role      string        `json:"role"`
-	CreatedAt string        `json:"created_at"`
-	Projects  []ProjectView `json:"projects"`
-}
-
-// ProjectView is a project as the dashboard routes show it.
-type ProjectView struct {
-	Object     string  `json:"object"`
-	ID         string  `json:"id"`
-	AccountID  string  `json:"account_id"`
-	Name       string  `json:"name"`
-	Status     string  `json:"status"`
-	CreatedAt  string  `json:"created_at"`
-	ArchivedAt *string `json:"archived_at"`
+	Object    string                `json:"object"`
+	ID        string                `json:"id"`
+	Name      string                `json:"name"`
+	Role      string                `json:"role"`
+	CreatedAt string                `json:"created_at"`
+	Projects  []project.ProjectView `json:"projects"`
 }
 
 // MemberView is one member of a workspace.
@@ -103,19 +93,14 @@ func (inv *Invitation) view(now time.Time) InvitationView {
 		ExpiresAt: core.Timestamp(inv.ExpiresAt), ClosedAt: core.OptionalTimestamp(inv.ClosedAt)}
 }
 
-func projectView(p *core.Project) ProjectView {
-	return ProjectView{Object: "project", ID: p.ID, AccountID: p.AccountID, Name: p.Name, Status: p.Status,
-		CreatedAt: core.Timestamp(p.CreatedAt), ArchivedAt: core.OptionalTimestamp(p.ArchivedAt)}
-}
-
 // accountView renders w for a member with role. Project records come from
 // the project actors' published views.
 func (a *directoryActor) accountView(w *Workspace, role string) AccountView {
-	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: core.Timestamp(w.CreatedAt), Projects: []ProjectView{}}
+	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: core.Timestamp(w.CreatedAt), Projects: []project.ProjectView{}}
 	for _, id := range w.ProjectIDs {
 		if gate, ok := a.env.Registry.ProjectGate(id); ok {
 			if p := gate.Record.Load(); p != nil {
-				v.Projects = append(v.Projects, projectView(p))
+				v.Projects = append(v.Projects, project.ViewOf(p))
 			}
 		}
 	}
@@ -189,27 +174,27 @@ func (a *directoryActor) ownedCount(userID string) int {
 func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string, u *core.DashboardUser, now time.Time) (AccountView, []directoryEvent, func()) {
 	env := a.env
 	accountID := ids.New(ids.Account)
-	project := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
-	account := wallet.Account{ID: accountID, Name: name, ProjectIDs: []string{project.ID}, CreatedAt: now}
+	proj := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
+	account := wallet.Account{ID: accountID, Name: name, ProjectIDs: []string{proj.ID}, CreatedAt: now}
 	wallet.Genesis(b, account, env.Settings.Billing, 0, now)
-	projectGenesis(b, project, nil)
+	project.Genesis(b, proj, nil)
 	if u == nil {
 		u = &core.DashboardUser{UserID: ownerID}
 	}
 	env.Audit.Account(b, accountID, u, "account.created", core.AuditTarget{Type: "account", ID: accountID}, map[string]any{"name": name})
-	env.Audit.Account(b, accountID, u, "project.created", core.AuditTarget{Type: "project", ID: project.ID}, map[string]any{"name": project.Name})
+	env.Audit.Account(b, accountID, u, "project.created", core.AuditTarget{Type: "project", ID: proj.ID}, map[string]any{"name": proj.Name})
 	events := []directoryEvent{
 		{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: name, CreatedAt: now}},
 		{MemberSet: &memberSet{AccountID: accountID, UserID: ownerID, Role: RoleOwner, At: now}},
-		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: project.ID}},
+		{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: proj.ID}},
 	}
 	start := func() {
 		// Their snapshots were just written: nobody waits on their recovery.
 		env.Registry.SpawnWallet(accountID, nil)
-		env.Registry.SpawnProject(project.ID, &project, nil)
+		env.Registry.SpawnProject(proj.ID, &proj, nil)
 	}
 	view := AccountView{Object: "account", ID: accountID, Name: name, Role: RoleOwner, CreatedAt: core.Timestamp(now),
-		Projects: []ProjectView{projectView(&project)}}
+		Projects: []project.ProjectView{project.ViewOf(&proj)}}
 	return view, events, start
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -14,7 +15,9 @@ func (e *Engine) CreateEndpoint(c *core.Caller, p *EndpointParams, idem *Idempot
 	if err != nil {
 		return Result{}, err
 	}
-	return e.createInProject(c, idem, func(ip *core.IdemPending) any { return createEndpoint{caller: *c, url: url, events: events, idem: ip} })
+	return e.createInProject(c, idem, func(ip *core.IdemPending) any {
+		return project.CreateEndpoint{Caller: *c, URL: url, Events: events, Idem: ip}
+	})
 }
 
 // ListEndpoints is GET /v1/webhook-endpoints: enabled and disabled, newest first.
@@ -31,7 +34,7 @@ func (e *Engine) DisableEndpoint(c *core.Caller, endpointID string) (Result, *ap
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.ask(h.pid, disableEndpoint{caller: *c, endpointID: endpointID}))
+	return result(e.ask(h.pid, project.DisableEndpoint{Caller: *c, EndpointID: endpointID}))
 }
 
 // endpointOf checks that endpointID is one of the caller's project.
@@ -42,7 +45,7 @@ func (e *Engine) endpointOf(c *core.Caller, endpointID string) *apierr.Error {
 	}
 	found := false
 	_ = e.env.Store.Scan(persistence.IndexPrefix(persistence.PrefixEndpoint, c.ProjectID), MaxEndpointRecordsScanned, func(_, v []byte) bool {
-		var ep EndpointView
+		var ep project.EndpointView
 		if json.Unmarshal(v, &ep) == nil && ep.ID == endpointID {
 			found = true
 			return false

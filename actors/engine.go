@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
 	"rtcd/auth"
@@ -35,9 +36,6 @@ const (
 	// askTimeout bounds how long a request waits for its actor; past it the
 	// caller gets service_unavailable.
 	askTimeout = 10 * time.Second
-	// idempotencyInFlightTimeout frees an in-progress key whose request never
-	// finished (its caller vanished), so the key does not stay blocked.
-	idempotencyInFlightTimeout = time.Minute
 	// sweepInterval is how often rooms check expiry and passivation.
 	sweepInterval = time.Second
 	// idempotencySweepInterval is how often projects delete expired
@@ -253,13 +251,13 @@ func (e *Engine) spawnProject(id string, created *core.Project, rec *core.Recove
 		h.gate.Record.Store(&p)
 	}
 	registered := make(chan struct{})
-	a := &projectActor{env: e.env, id: id, gate: h.gate, recovery: rec, registered: registered}
+	a := project.New(e.env, id, h.gate, rec, registered)
 	if rec != nil {
 		rec.Add()
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.projectMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
-	pid, err := e.system.Root.SpawnNamed(props, projectJournal(id))
+	pid, err := e.system.Root.SpawnNamed(props, project.Journal(id))
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning project %s: %v", id, err)) // names are unique ids: a bug
 	}

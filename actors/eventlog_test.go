@@ -12,7 +12,6 @@ import (
 // knows (a journal written by a newer release, or damaged) and an event
 // naming what its state does not hold.
 func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
-	project := func() *projectState { return newProjectState(testProject()) }
 	directory := func() *directoryState { return newDirectoryState() }
 	type check struct {
 		name  string
@@ -28,14 +27,6 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 		}}
 	}
 	checks := []check{
-		run("project: no kind", "no kind", func() any { return project() }, func(s any) error { return s.(*projectState).Apply(&projectEvent{}) }),
-		run("project: unknown key revoked", "no key k9", func() any { return project() }, func(s any) error {
-			ev := keyRevoked("k9", 1)
-			return s.(*projectState).Apply(&ev)
-		}),
-		run("project: unknown endpoint disabled", "no endpoint", func() any { return project() }, func(s any) error {
-			return s.(*projectState).Apply(&projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: "we_9", At: t0}})
-		}),
 		run("directory: no kind", "no kind", func() any { return directory() }, func(s any) error { return s.(*directoryState).Apply(&directoryEvent{}) }),
 		run("directory: unknown workspace", "no workspace acct_9", func() any { return directory() }, func(s any) error {
 			return s.(*directoryState).Apply(&directoryEvent{MemberSet: &memberSet{AccountID: "acct_9", UserID: "usr_1", Role: RoleOwner}})
@@ -63,18 +54,15 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	project := core.Project{ID: "prj_1", AccountID: "acct_1", Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: t0}
-	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: t0}
 	b := store.NewBatch()
-	proj := projectGenesis(b, project, &key)
 	dir := directoryGenesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: t0},
 		workspaceCreated{ID: "acct_1", Name: "Default workspace", CreatedAt: t0}, "prj_1")
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
 
-	if proj.ActiveKeys != 1 || dir.Workspaces["acct_1"].Members["usr_1"].Role != RoleOwner {
-		t.Fatalf("project or directory genesis: %+v %+v", proj, dir.Workspaces["acct_1"])
+	if dir.Workspaces["acct_1"].Members["usr_1"].Role != RoleOwner {
+		t.Fatalf("directory genesis: %+v", dir.Workspaces["acct_1"])
 	}
 	same := func(name string, want, got any) {
 		t.Helper()
@@ -82,11 +70,6 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 			t.Fatalf("%s: recovered %s\nwant %s", name, g, w)
 		}
 	}
-	p, err := core.RecoverLog(store, projectJournal("prj_1"), 1000, func() *projectState { return &projectState{} }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same("project", proj, p.State())
 	d, err := core.RecoverLog(store, directoryJournal(), 1000, func() *directoryState { return &directoryState{} }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,12 +79,4 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal("the directory's indexes were not rebuilt")
 	}
 
-	// Beside the snapshots: the directory of projects recovery lists, the
-	// first key's record.
-	if _, err := store.Get(persistence.Key(persistence.PrefixProject, "prj_1")); err != nil {
-		t.Fatal(err)
-	}
-	if n := countKeys(t, store, persistence.IndexPrefix(persistence.PrefixKeyIdx, "prj_1")); n != 1 {
-		t.Fatalf("%d key records, want the first key's", n)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/apierr"
 )
@@ -26,10 +27,6 @@ const (
 
 	// MaxAPIKeyNameBytes bounds an API key's name.
 	MaxAPIKeyNameBytes = 128
-	// MaxActiveAPIKeysPerProject is the spec's fixed limit (section 8).
-	MaxActiveAPIKeysPerProject = 50
-	// APIKeyCreatesPerMinute is the spec's fixed abuse guard (section 8).
-	APIKeyCreatesPerMinute = 20
 )
 
 // RoomParams is the body of POST /v1/rooms. Pointers tell absent from zero.
@@ -146,40 +143,31 @@ func compactJSON(m json.RawMessage) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// validatedRoom holds RoomParams after the checks that need no state.
-type validatedRoom struct {
-	name            string
-	maxParticipants int // 0: the project's max_participants_per_room
-	expiresInSecs   int
-	region          string
-	metadata        json.RawMessage
-}
-
-func validateRoom(p *RoomParams, serverRegion string) (validatedRoom, *apierr.Error) {
-	var v validatedRoom
+func validateRoom(p *RoomParams, serverRegion string) (project.NewRoom, *apierr.Error) {
+	var v project.NewRoom
 	if err := checkOptionalText("name", p.Name, MaxNameBytes); err != nil {
 		return v, err
 	}
 	if p.Name != nil {
-		v.name = *p.Name
+		v.Name = *p.Name
 	}
 	if p.MaxParticipants != nil {
 		if *p.MaxParticipants < 1 {
 			return v, apierr.Invalid("max_participants", "max_participants must be at least 1")
 		}
-		v.maxParticipants = *p.MaxParticipants
+		v.MaxParticipants = *p.MaxParticipants
 	}
 	secs, err := checkSeconds("expires_in", p.ExpiresIn, RoomExpiresInMinSeconds, RoomExpiresInMaxSeconds, RoomExpiresInDefaultSeconds)
 	if err != nil {
 		return v, err
 	}
-	v.expiresInSecs = secs
-	v.region = serverRegion
+	v.ExpiresInSeconds = secs
+	v.Region = serverRegion
 	if p.Region != nil && *p.Region != serverRegion {
 		return v, apierr.Invalid("region", "region must be %q, the region this server runs in", serverRegion).
 			WithDetails("allowed", []string{serverRegion})
 	}
-	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+	if v.Metadata, err = checkMetadata(p.Metadata); err != nil {
 		return v, err
 	}
 	return v, nil

@@ -48,3 +48,8 @@ func RefuseUnknown(env *Envelope) {
 }
 
 var ErrUnavailable = apierr.New(apierr.ServiceUnavailable, "the service did not answer in time; retry the request")
+
+// ErrBadCredential is the answer for an API key that is missing, malformed,
+// revoked or unknown, and for a project archived while a request of its
+// key was on its way.
+var ErrBadCredential = apierr.New(apierr.AuthenticationFailed, "the API key is missing, malformed, revoked or unknown")

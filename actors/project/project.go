@@ -1,4 +1,4 @@
-package actors
+package project
 
 import (
 	"fmt"
@@ -15,23 +15,38 @@ import (
 	"rtcd/scopes"
 )
 
-// Project actor commands: plain values, sent in an Envelope that carries
-// the answer.
+// Named bounds of a project.
+const (
+	// MaxActiveAPIKeysPerProject is the spec's fixed limit (section 8).
+	MaxActiveAPIKeysPerProject = 50
+	// APIKeyCreatesPerMinute is the spec's fixed abuse guard (section 8).
+	APIKeyCreatesPerMinute = 20
+	// idempotencyInFlightTimeout frees an in-progress key whose request never
+	// finished (its caller vanished), so the key does not stay blocked.
+	idempotencyInFlightTimeout = time.Minute
+)
+
+// The project's commands: plain values, sent in an Envelope that carries
+// the answer (TouchKey and IdemEnd have none). Checks that need no state
+// ran before they were sent.
 type (
-	createRoom struct {
-		caller core.Caller
-		params validatedRoom
-		idem   *core.IdemPending // nil without an Idempotency-Key
+	// CreateRoom creates a room (POST /v1/rooms).
+	CreateRoom struct {
+		Caller core.Caller
+		Params NewRoom
+		Idem   *core.IdemPending // nil without an Idempotency-Key
 	}
-	createKey struct {
-		caller core.Caller
-		name   string
-		scopes scopes.Set
-		idem   *core.IdemPending
+	// CreateKey creates an API key holding Scopes (POST /v1/api-keys).
+	CreateKey struct {
+		Caller core.Caller
+		Name   string
+		Scopes scopes.Set
+		Idem   *core.IdemPending
 	}
-	revokeKey struct {
-		caller core.Caller
-		keyID  string
+	// RevokeKey revokes a key (DELETE /v1/api-keys/{key_id}); idempotent.
+	RevokeKey struct {
+		Caller core.Caller
+		KeyID  string
 	}
 )
 
@@ -59,35 +74,44 @@ type projectActor struct {
 	countedRooms int64
 }
 
+// New is the actor of project id, which publishes gate. It recovers from
+// its snapshot and journal when it starts (after registered is closed: its
+// recovery looks its own handle up); rec is the start-up recovery that
+// waits for it and its rooms, nil for a project created at run time.
+func New(env *core.Env, id string, gate *core.ProjectGate, rec *core.Recovery, registered <-chan struct{}) actor.Actor {
+	return &projectActor{env: env, id: id, gate: gate, recovery: rec, registered: registered}
+}
+
+// Receive runs one message on the project's goroutine.
 func (a *projectActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
-		case createRoom:
+		case CreateRoom:
 			a.createRoom(c, m)
-		case createKey:
+		case CreateKey:
 			a.createKey(c, m)
-		case revokeKey:
+		case RevokeKey:
 			a.revokeKey(c, m)
-		case idemBegin:
-			m.Respond(a.checkIdempotency(c.pending))
-		case createEndpoint:
+		case IdemBegin:
+			m.Respond(a.checkIdempotency(c.Pending))
+		case CreateEndpoint:
 			a.createEndpoint(c, m)
-		case disableEndpoint:
+		case DisableEndpoint:
 			a.disableEndpoint(c, m)
-		case renameProject:
+		case Rename:
 			a.renameProject(c, m)
 		case core.ArchiveProject:
 			a.archiveProject(c, m)
 		default:
 			core.RefuseUnknown(m)
 		}
-	case touchKey:
+	case TouchKey:
 		a.recordKeyUse(m)
-	case idemEnd:
-		delete(a.idemInFlight, m.scope)
+	case IdemEnd:
+		delete(a.idemInFlight, m.Scope)
 	case core.RoomClosed:
 		a.roomClosed(m)
 	case core.Sweep:
@@ -117,7 +141,7 @@ func (a *projectActor) recover() {
 func (a *projectActor) load(first bool) error {
 	a.idemInFlight = make(map[[32]byte]time.Time)
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
-	log, err := core.RecoverLog(a.env.Store, projectJournal(a.id), a.env.Settings.SnapshotEveryEvents,
+	log, err := core.RecoverLog(a.env.Store, Journal(a.id), a.env.Settings.SnapshotEveryEvents,
 		func() *projectState { return &projectState{} }, nil)
 	if err != nil {
 		return err
@@ -168,12 +192,12 @@ func (a *projectActor) record(b *persistence.Batch, events ...projectEvent) {
 	a.log.Record(b, events...)
 }
 
-func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
+func (a *projectActor) createRoom(m CreateRoom, r *core.Envelope) {
 	env := a.env
 	p := a.gate.Record.Load()
 	if p.Status != core.ProjectActive {
 		// Archived while this request was on its way.
-		r.Respond(core.Reply{Err: errBadCredential})
+		r.Respond(core.Reply{Err: core.ErrBadCredential})
 		return
 	}
 	limits := env.LimitsOf(p)
@@ -182,7 +206,7 @@ func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
 			WithDetails("limit_name", "max_active_rooms", "limit", limits.MaxActiveRooms)})
 		return
 	}
-	maxParticipants := m.params.maxParticipants
+	maxParticipants := m.Params.MaxParticipants
 	if maxParticipants == 0 {
 		maxParticipants = limits.MaxParticipantsPerRoom
 	}
@@ -196,14 +220,14 @@ func (a *projectActor) createRoom(m createRoom, r *core.Envelope) {
 	}
 	now := env.CreatedAt()
 	newRoom := room.Room{
-		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.params.name, Status: room.RoomWaiting, Region: m.params.region,
-		MaxParticipants: maxParticipants, Metadata: m.params.metadata,
-		CreatedAt: now, ExpiresAt: now.Add(time.Duration(m.params.expiresInSecs) * time.Second),
+		ID: ids.New(ids.Room), ProjectID: a.id, Name: m.Params.Name, Status: room.RoomWaiting, Region: m.Params.Region,
+		MaxParticipants: maxParticipants, Metadata: m.Params.Metadata,
+		CreatedAt: now, ExpiresAt: now.Add(time.Duration(m.Params.ExpiresInSeconds) * time.Second),
 	}
 	b := env.Store.NewBatch()
 	body := room.Genesis(b, newRoom)
-	if m.idem != nil {
-		env.PutStored(b, m.idem, 201, body)
+	if m.Idem != nil {
+		env.PutStored(b, m.Idem, 201, body)
 	}
 	a.record(b, projectEvent{RoomCreated: &roomRef{RoomID: newRoom.ID}})
 	// The room actor can only start once the batch holding its snapshot is
@@ -237,14 +261,14 @@ func (a *projectActor) roomClosed(m core.RoomClosed) {
 	a.countedRooms--
 }
 
-func (a *projectActor) createKey(m createKey, r *core.Envelope) {
+func (a *projectActor) createKey(m CreateKey, r *core.Envelope) {
 	env := a.env
 	if a.state.Project.Status != core.ProjectActive {
-		r.Respond(core.Reply{Err: errBadCredential}) // archived while the request was on its way
+		r.Respond(core.Reply{Err: core.ErrBadCredential}) // archived while the request was on its way
 		return
 	}
-	if !m.caller.Scopes.Contains(m.scopes) {
-		missing := scopes.Set(m.scopes &^ m.caller.Scopes)
+	if !m.Caller.Scopes.Contains(m.Scopes) {
+		missing := scopes.Set(m.Scopes &^ m.Caller.Scopes)
 		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "a key can only grant scopes the creating credential holds").
 			WithDetails("missing_scopes", missing.Names())})
 		return
@@ -265,20 +289,20 @@ func (a *projectActor) createKey(m createKey, r *core.Envelope) {
 	}
 	now := env.CreatedAt()
 	key := APIKey{
-		ID: ids.New(ids.APIKey), Name: m.name, Scopes: uint32(m.scopes), Last4: auth.Last4(secret),
-		Hash: env.Keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.caller.AuditActor(),
+		ID: ids.New(ids.APIKey), Name: m.Name, Scopes: uint32(m.Scopes), Last4: auth.Last4(secret),
+		Hash: env.Keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: m.Caller.AuditActor(),
 	}
-	v := key.view()
+	v := key.View()
 	record := core.MustJSON(v)
 	v.Secret = secret
 	body := core.MustJSON(v)
 
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
-	a.env.Audit.Project(b, a.id, &m.caller, "api_key.created", core.AuditTarget{Type: "api_key", ID: key.ID},
+	a.env.Audit.Project(b, a.id, &m.Caller, "api_key.created", core.AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
-	if m.idem != nil {
-		env.PutStored(b, m.idem, 201, body)
+	if m.Idem != nil {
+		env.PutStored(b, m.Idem, 201, body)
 	}
 	rec := key.record(a.id)
 	a.record(b, projectEvent{APIKeyCreated: &key})
@@ -289,14 +313,14 @@ func (a *projectActor) createKey(m createKey, r *core.Envelope) {
 	})
 }
 
-func (a *projectActor) revokeKey(m revokeKey, r *core.Envelope) {
+func (a *projectActor) revokeKey(m RevokeKey, r *core.Envelope) {
 	env := a.env
-	key, ok := a.state.Keys[m.keyID]
+	key, ok := a.state.Keys[m.KeyID]
 	if !ok {
-		r.Respond(core.Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.keyID)})
+		r.Respond(core.Reply{Err: apierr.New(apierr.APIKeyNotFound, "no API key %s in this project", m.KeyID)})
 		return
 	}
-	if m.caller.ActorType == "api_key" && m.caller.ActorID == key.ID {
+	if m.Caller.ActorType == "api_key" && m.Caller.ActorID == key.ID {
 		r.Respond(core.Reply{Err: apierr.New(apierr.Conflict,
 			"a key cannot revoke itself; create a new key, switch to it, then revoke this one with the new key").
 			WithDetails("reason", "cannot_revoke_current_key")})
@@ -305,7 +329,7 @@ func (a *projectActor) revokeKey(m revokeKey, r *core.Envelope) {
 	if !key.RevokedAt.IsZero() {
 		// DELETE is idempotent. The revocation may still be on its way to
 		// disk (a concurrent first DELETE): answer once it is durable.
-		body := core.MustJSON(key.view())
+		body := core.MustJSON(key.View())
 		env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
@@ -313,21 +337,21 @@ func (a *projectActor) revokeKey(m revokeKey, r *core.Envelope) {
 	env.APIKeys.Update(func(reg map[[32]byte]*core.KeyRecord) { delete(reg, key.Hash) })
 	revoked := *key
 	revoked.RevokedAt = env.Clock.Now()
-	body := core.MustJSON(revoked.view())
+	body := core.MustJSON(revoked.View())
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), body)
-	env.Audit.Project(b, a.id, &m.caller, "api_key.revoked", core.AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
+	env.Audit.Project(b, a.id, &m.Caller, "api_key.revoked", core.AuditTarget{Type: "api_key", ID: key.ID}, map[string]any{"name": key.Name})
 	a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: revoked.RevokedAt}})
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
-// touchKey asks the project to journal a key's last use. Authentication
+// TouchKey asks the project to journal a key's last use. Authentication
 // sends it without waiting, at most once per apiKeyTouchInterval per key
 // (KeyRecord.NoteUse), and holds the registry record's touching flag
 // until the project clears it.
-type touchKey struct {
-	keyID  string
-	usedAt time.Time // the use that made the sender ask
+type TouchKey struct {
+	KeyID  string
+	UsedAt time.Time // the use that made the sender ask
 }
 
 // recordKeyUse journals the latest use noted in the registry record
@@ -338,12 +362,12 @@ type touchKey struct {
 // waits for it, so it needs no durable callback; a crash before its batch
 // is synced loses this use only (the key shows the one recorded before,
 // until its next use).
-func (a *projectActor) recordKeyUse(m touchKey) {
-	key, ok := a.state.Keys[m.keyID]
+func (a *projectActor) recordKeyUse(m TouchKey) {
+	key, ok := a.state.Keys[m.KeyID]
 	if !ok {
 		return
 	}
-	used := m.usedAt.UTC()
+	used := m.UsedAt.UTC()
 	rec := a.env.APIKeys.Lookup(key.Hash) // nil once revoked
 	if rec != nil {
 		if last := rec.LastUsed(); last.After(used) {
@@ -358,7 +382,7 @@ func (a *projectActor) recordKeyUse(m touchKey) {
 	}
 	b := a.env.Store.NewBatch()
 	a.record(b, projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: key.ID, At: used}})
-	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), core.MustJSON(key.view()))
+	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), core.MustJSON(key.View()))
 	a.env.Store.Commit(b, nil)
 	if rec != nil {
 		rec.Touched(used)

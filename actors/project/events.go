@@ -1,4 +1,4 @@
-package actors
+package project
 
 import (
 	"fmt"
@@ -59,19 +59,19 @@ func newProjectState(p core.Project) *projectState {
 	return &projectState{Project: p, ActiveRooms: make(map[string]struct{}), Keys: make(map[string]*APIKey)}
 }
 
-// projectGenesis writes a new project into b: its p/ entry (the directory
+// Genesis writes a new project into b: its p/ entry (the directory
 // of projects recovery reads) and its first snapshot (sequence 0), holding
 // firstKey when there is one (bootstrap's key, with its ki/ record). Every
 // project starts here: bootstrap's, each new workspace's and each created
 // in the dashboard.
-func projectGenesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectState {
+func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectState {
 	s := newProjectState(p)
 	if firstKey != nil {
 		core.ApplyAll(s, projectEvent{APIKeyCreated: firstKey})
-		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), core.MustJSON(firstKey.view()))
+		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), core.MustJSON(firstKey.View()))
 	}
 	b.Set(persistence.Key(persistence.PrefixProject, p.ID), nil)
-	persistence.WriteSnapshotAt(b, projectJournal(p.ID), 0, core.Encode(s))
+	persistence.WriteSnapshotAt(b, Journal(p.ID), 0, core.Encode(s))
 	return s
 }
 
@@ -146,3 +146,7 @@ func (s *projectState) Apply(e *projectEvent) error {
 	}
 	return nil
 }
+
+// Journal names a project's journal, snapshot and actor:
+// project/<project_id>.
+func Journal(projectID string) string { return "project/" + projectID }

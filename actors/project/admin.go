@@ -1,4 +1,4 @@
-package actors
+package project
 
 import (
 	"sort"
@@ -14,18 +14,18 @@ import (
 // project decides what its own state allows (no active rooms) and revokes
 // what it owns (API keys, webhook endpoints).
 
-type (
-	renameProject struct {
-		user core.DashboardUser
-		name string
-	}
-)
+// Rename renames the project (from the dashboard; the engine checked
+// the caller's role).
+type Rename struct {
+	User core.DashboardUser
+	Name string
+}
 
 type projectRenamed struct {
 	Name string `json:"name"`
 }
 
-func (a *projectActor) renameProject(m renameProject, r *core.Envelope) {
+func (a *projectActor) renameProject(m Rename, r *core.Envelope) {
 	env := a.env
 	p := a.state.Project
 	if p.Status != core.ProjectActive {
@@ -34,13 +34,13 @@ func (a *projectActor) renameProject(m renameProject, r *core.Envelope) {
 	}
 	old := p.Name
 	b := env.Store.NewBatch()
-	a.record(b, projectEvent{ProjectRenamed: &projectRenamed{Name: m.name}})
-	details := map[string]any{"name": m.name, "previous_name": old}
-	env.Audit.Project(b, a.id, m.user.AsCaller(a.id), "project.renamed", core.AuditTarget{Type: "project", ID: a.id}, details)
-	env.Audit.Account(b, p.AccountID, &m.user, "project.renamed", core.AuditTarget{Type: "project", ID: a.id}, details)
+	a.record(b, projectEvent{ProjectRenamed: &projectRenamed{Name: m.Name}})
+	details := map[string]any{"name": m.Name, "previous_name": old}
+	env.Audit.Project(b, a.id, m.User.AsCaller(a.id), "project.renamed", core.AuditTarget{Type: "project", ID: a.id}, details)
+	env.Audit.Account(b, p.AccountID, &m.User, "project.renamed", core.AuditTarget{Type: "project", ID: a.id}, details)
 	a.publish()
 	p = a.state.Project
-	body := core.MustJSON(projectView(&p))
+	body := core.MustJSON(ViewOf(&p))
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
@@ -55,7 +55,7 @@ func (a *projectActor) archiveProject(m core.ArchiveProject, r *core.Envelope) {
 		// DELETE is idempotent, and answered once the archive is durable
 		// (the directory lets no second archive in while the first runs;
 		// this does not rely on it).
-		body := core.MustJSON(projectView(&p))
+		body := core.MustJSON(ViewOf(&p))
 		env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
@@ -80,7 +80,7 @@ func (a *projectActor) archiveProject(m core.ArchiveProject, r *core.Envelope) {
 		}
 		revoked = append(revoked, key.Hash)
 		a.record(b, projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: key.ID, At: now}})
-		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), core.MustJSON(key.view()))
+		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), core.MustJSON(key.View()))
 		env.Audit.Project(b, a.id, caller, "api_key.revoked", core.AuditTarget{Type: "api_key", ID: key.ID},
 			map[string]any{"name": key.Name, "reason": "project_archived"})
 	}
@@ -112,7 +112,7 @@ func (a *projectActor) archiveProject(m core.ArchiveProject, r *core.Envelope) {
 	a.publish() // sessions stop reaching the project at once too
 	a.publishEndpoints()
 	p = a.state.Project
-	body := core.MustJSON(projectView(&p))
+	body := core.MustJSON(ViewOf(&p))
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
