@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
@@ -450,7 +451,7 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 	}
 	now := clk.Now()
 	accountID := ids.New(ids.Account)
-	proj := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
+	proj := core.Project{ID: ids.New(ids.Project), AccountID: accountID, Name: directory.DefaultProjectName, Status: core.ProjectActive, CreatedAt: now}
 	account := wallet.Account{ID: accountID, Name: "Default workspace", ProjectIDs: []string{proj.ID}, CreatedAt: now}
 	secret, err := auth.NewAPIKeySecret()
 	if err != nil {
@@ -459,13 +460,13 @@ func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing co
 	operator := core.Actor{Type: "operator", ID: "rtcd init"}
 	key := project.APIKey{ID: ids.New(ids.APIKey), Name: "bootstrap", Scopes: uint32(scopes.All), Last4: auth.Last4(secret),
 		Hash: keys.HashAPIKey(secret), CreatedAt: now, CreatedBy: operator}
-	owner := User{ID: ids.New(ids.User), Email: email, Name: "", CreatedAt: now}
+	owner := directory.User{ID: ids.New(ids.User), Email: email, Name: "", CreatedAt: now}
 
 	// The first workspace: each owner's first state, in one batch.
 	b := s.NewBatch()
 	wallet.Genesis(b, account, billing, billing.BootstrapCredit, now)
 	project.Genesis(b, proj, &key)
-	directoryGenesis(b, owner, workspaceCreated{ID: accountID, Name: account.Name, CreatedAt: now}, proj.ID)
+	directory.Genesis(b, owner, accountID, account.Name, proj.ID, now)
 	audit := core.AuditEntry{Object: "audit_log_entry", ID: ids.New(ids.Audit), Action: "api_key.created", Actor: operator,
 		Target: core.AuditTarget{Type: "api_key", ID: key.ID}, CreatedAt: core.Timestamp(now),
 		Details: map[string]any{"name": key.Name, "scopes": scopes.All.Names()}}

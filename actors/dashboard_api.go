@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
@@ -66,11 +67,6 @@ var emailStartAccepted = []byte(`{"object":"email_sign_in","status":"accepted","
 // EmailStartAccepted returns the 202 body of POST /v1/auth/email/start.
 func EmailStartAccepted() []byte { return append([]byte(nil), emailStartAccepted...) }
 
-var errBadSession = apierr.New(apierr.AuthenticationFailed, "the session is missing, malformed, expired or signed out; sign in again")
-
-var errBadLink = apierr.New(apierr.AuthenticationFailed, "the sign-in link is invalid, expired or already used; request a new one").
-	WithDetails("reason", "sign_in_link_invalid")
-
 // normalizeEmail trims and lowercases an address; ok is false when it is
 // not even plausible (no @, too long, control characters): those get 400.
 func normalizeEmail(s string) (string, bool) {
@@ -118,25 +114,20 @@ func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
 
 // lookupSession resolves a session token, checking expiry and idle time,
 // and notes its use.
-func (e *Engine) lookupSession(token string) (*liveSession, *apierr.Error) {
+func (e *Engine) lookupSession(token string) (*core.LiveSession, *apierr.Error) {
 	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
-		return nil, errBadSession
+		return nil, directory.ErrBadSession
 	}
-	v, ok := e.directoryShared.sessions.Load(e.env.Keys.HashDashboardSecret(token))
+	ls, ok := e.sessions.Lookup(e.env.Keys.HashDashboardSecret(token))
 	if !ok {
-		return nil, errBadSession
+		return nil, directory.ErrBadSession
 	}
-	ls := v.(*liveSession)
 	now := e.env.Clock.Now()
-	last := ls.lastSeenNanos.Load()
-	if !now.Before(ls.expiresAt) || now.UnixNano()-last >= int64(SessionIdleTimeout) {
-		return nil, errBadSession
+	if !now.Before(ls.ExpiresAt()) || now.Sub(ls.LastSeen()) >= directory.SessionIdleTimeout {
+		return nil, directory.ErrBadSession
 	}
-	for last < now.UnixNano() && !ls.lastSeenNanos.CompareAndSwap(last, now.UnixNano()) {
-		last = ls.lastSeenNanos.Load()
-	}
-	if now.UnixNano()-ls.persistedNanos.Load() >= int64(sessionTouchInterval) && ls.touching.CompareAndSwap(false, true) {
-		e.system.Root.Send(e.directory, touchSession{hash: ls.hash, at: now})
+	if ls.NoteUse(now, directory.SessionTouchInterval) {
+		e.system.Root.Send(e.directory, directory.TouchSession{Hash: ls.Hash(), At: now})
 	}
 	return ls, nil
 }
@@ -147,7 +138,7 @@ func (e *Engine) AuthenticateSession(token string) (*core.DashboardUser, *apierr
 	if err != nil {
 		return nil, err
 	}
-	return &core.DashboardUser{UserID: ls.userID, SessionHash: ls.hash}, nil
+	return &core.DashboardUser{UserID: ls.UserID(), SessionHash: ls.Hash()}, nil
 }
 
 // AuthenticateSessionForProject resolves a session used on a project route
@@ -159,7 +150,7 @@ func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*core.C
 	if err != nil {
 		return nil, err
 	}
-	notFound := errNoProject(projectID).WithDetails("header", "X-Project-Id")
+	notFound := directory.ErrNoProject(projectID).WithDetails("header", "X-Project-Id")
 	if !ids.Valid(projectID, ids.Project) {
 		return nil, notFound
 	}
@@ -171,11 +162,11 @@ func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*core.C
 	if p == nil || p.Status != core.ProjectActive {
 		return nil, notFound
 	}
-	role, ok := e.directoryShared.roleOf(ls.userID, p.AccountID)
+	role, ok := e.sessions.RoleOf(ls.UserID(), p.AccountID)
 	if !ok {
 		return nil, notFound
 	}
-	return &core.Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.userID, Scopes: RoleScopes(role), Role: role}, nil
+	return &core.Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.UserID(), Scopes: directory.RoleScopes(role), Role: role}, nil
 }
 
 // --- e-mail sign-in --------------------------------------------------------
@@ -197,7 +188,7 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
 			return apierr.Invalid("invitation_token", "invitation_token is malformed")
 		}
-		invitationHash = hexHash(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
+		invitationHash = directory.HashHex(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
 	}
 	if err := e.env.AllowRate("sign_in_start_ip:"+sourceIP, "sign_in_starts_per_ip_per_minute", SignInStartsPerIPPerMinute); err != nil {
 		return err
@@ -208,54 +199,12 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 	if err != nil {
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
-	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
-	r := e.ask(e.directory, StartSignIn{Email: email, Hash: hash, InvitationHash: invitationHash, Deliverable: deliverable})
-	if m, ok := r.Value.(SignInMail); ok {
+	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(token))
+	r := e.ask(e.directory, directory.StartSignIn{Email: email, Hash: hash, InvitationHash: invitationHash, Deliverable: deliverable})
+	if m, ok := r.Value.(directory.SignInMail); ok {
 		e.enqueueMail(e.signInMail(m.To, token, m.ExpiresAt))
 	}
 	return r.Err
-}
-
-// startSignIn records a link and, when the address is deliverable and
-// under its hourly limit, answers with the mail to send (SignInMail). A
-// link is recorded (and the answer waits for its write) even when no mail
-// goes out, so the answer takes the same path, and the same time, whatever
-// the address.
-func (a *directoryActor) startSignIn(c StartSignIn, req *core.Envelope) {
-	now := a.env.Clock.Now()
-	if len(a.state.SignInLinks) >= maxPendingSignInLinks {
-		req.Respond(core.Reply{}) // the same 202; logged by the sweep's counters, not per request
-		return
-	}
-	sends := recentWithin(a.signInSends[c.Email], now, time.Hour)
-	send := c.Deliverable && len(sends) < SignInMailsPerAddressPerHour &&
-		(len(sends) > 0 || len(a.signInSends) < maxTrackedSignInAddresses)
-	if send {
-		a.signInSends[c.Email] = append(sends, now)
-	}
-	link := SignInLink{Hash: c.Hash, Email: c.Email, InvitationHash: c.InvitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
-	b := a.env.Store.NewBatch()
-	a.record(b, directoryEvent{SignInLinkCreated: &link})
-	answer := core.Reply{}
-	if send {
-		answer.Value = SignInMail{To: c.Email, ExpiresAt: link.ExpiresAt}
-	}
-	a.env.Store.Commit(b, func() { req.Respond(answer) })
-}
-
-// SignInLinkView is the answer of POST /v1/auth/email/peek.
-type SignInLinkView struct {
-	Object     string          `json:"object"`
-	Email      string          `json:"email"`
-	ExpiresAt  string          `json:"expires_at"`
-	Invitation *InvitationPeek `json:"invitation"`
-}
-
-// InvitationPeek names the workspace a sign-in link will join.
-type InvitationPeek struct {
-	AccountID   string `json:"account_id"`
-	AccountName string `json:"account_name"`
-	Role        string `json:"role"`
 }
 
 func (e *Engine) linkHash(p *EmailTokenParams, sourceIP string) (string, *apierr.Error) {
@@ -266,9 +215,9 @@ func (e *Engine) linkHash(p *EmailTokenParams, sourceIP string) (string, *apierr
 		return "", err
 	}
 	if !auth.CheckDashboardSecretFormat(auth.SignInTokenPrefix, *p.Token) {
-		return "", errBadLink
+		return "", directory.ErrBadLink
 	}
-	return hexHash(e.env.Keys.HashDashboardSecret(*p.Token)), nil
+	return directory.HashHex(e.env.Keys.HashDashboardSecret(*p.Token)), nil
 }
 
 // PeekEmailSignIn tells which address a link is for, without using it.
@@ -277,7 +226,7 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, PeekSignIn{Hash: hash})
+	r := e.ask(e.directory, directory.PeekSignIn{Hash: hash})
 	return r.Body, r.Err
 }
 
@@ -292,7 +241,7 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.ask(e.directory, VerifySignIn{Hash: hash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
+	r := e.ask(e.directory, directory.VerifySignIn{Hash: hash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -303,14 +252,7 @@ func (e *Engine) newSessionToken() (token, hash string, err *apierr.Error) {
 	if rerr != nil {
 		return "", "", apierr.New(apierr.Internal, "could not create a session")
 	}
-	return token, hexHash(e.env.Keys.HashDashboardSecret(token)), nil
-}
-
-// GoogleIdentity is what a verified Google sign-in established.
-type GoogleIdentity struct {
-	Subject string
-	Email   string
-	Name    string
+	return token, directory.HashHex(e.env.Keys.HashDashboardSecret(token)), nil
 }
 
 // CheckSignInAttempt applies the per-IP limit of sign-in attempts; the
@@ -321,7 +263,7 @@ func (e *Engine) CheckSignInAttempt(sourceIP string) *apierr.Error {
 
 // GoogleSignIn creates a session for a verified Google identity, joining
 // the workspace of invitationToken when it is addressed to that e-mail.
-func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, requestID, sourceIP string) ([]byte, *apierr.Error) {
+func (e *Engine) GoogleSignIn(id directory.GoogleIdentity, invitationToken *string, requestID, sourceIP string) ([]byte, *apierr.Error) {
 	email, ok := normalizeEmail(id.Email)
 	if !ok || id.Subject == "" {
 		return nil, apierr.New(apierr.AuthenticationFailed, "the identity provider gave no usable e-mail address")
@@ -331,7 +273,7 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 		if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *invitationToken) {
 			return nil, apierr.Invalid("invitation_token", "invitation_token is malformed")
 		}
-		invitationHash = hexHash(e.env.Keys.HashDashboardSecret(*invitationToken))
+		invitationHash = directory.HashHex(e.env.Keys.HashDashboardSecret(*invitationToken))
 	}
 	name := id.Name
 	if len(name) > MaxDisplayNameBytes || checkText("name", &name, MaxDisplayNameBytes) != nil {
@@ -341,7 +283,7 @@ func (e *Engine) GoogleSignIn(id GoogleIdentity, invitationToken *string, reques
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.ask(e.directory, SignInWithGoogle{Identity: id, Email: email, Name: name, InvitationHash: invitationHash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
+	r := e.ask(e.directory, directory.SignInWithGoogle{Identity: id, Email: email, Name: name, InvitationHash: invitationHash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -356,42 +298,15 @@ func (e *Engine) LogoutAll(u *core.DashboardUser) *apierr.Error {
 }
 
 func (e *Engine) endSessions(u *core.DashboardUser, all bool) *apierr.Error {
-	r := e.ask(e.directory, EndSessions{User: *u, All: all})
+	r := e.ask(e.directory, directory.EndSessions{User: *u, All: all})
 	return r.Err
 }
 
 // --- me and workspaces --------------------------------------------------------
 
-// MeView is GET /v1/me: the user, and each workspace with the user's role
-// and its projects.
-type MeView struct {
-	Object   string        `json:"object"`
-	User     UserView      `json:"user"`
-	Accounts []AccountView `json:"accounts"`
-}
-
-func (a *directoryActor) me(userID string) []byte {
-	u := a.state.Users[userID]
-	v := MeView{Object: "me", User: u.view(), Accounts: []AccountView{}}
-	for acct := range a.state.userAccounts[userID] {
-		w := a.state.Workspaces[acct]
-		v.Accounts = append(v.Accounts, a.accountView(w, w.Members[userID].Role))
-	}
-	sortAccounts(v.Accounts)
-	return core.MustJSON(v)
-}
-
-func sortAccounts(vs []AccountView) {
-	for i := 1; i < len(vs); i++ { // few workspaces: insertion sort by creation, then id
-		for j := i; j > 0 && (vs[j].CreatedAt < vs[j-1].CreatedAt || vs[j].CreatedAt == vs[j-1].CreatedAt && vs[j].ID < vs[j-1].ID); j-- {
-			vs[j], vs[j-1] = vs[j-1], vs[j]
-		}
-	}
-}
-
 // Me answers GET /v1/me.
 func (e *Engine) Me(u *core.DashboardUser) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, ReadMe{User: *u})
+	r := e.ask(e.directory, directory.ReadMe{User: *u})
 	return r.Body, r.Err
 }
 
@@ -401,7 +316,7 @@ func (e *Engine) UpdateMe(u *core.DashboardUser, p *NameParams) ([]byte, *apierr
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, RenameUser{User: *u, Name: name})
+	r := e.ask(e.directory, directory.RenameUser{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -413,9 +328,9 @@ func (e *Engine) CreateAccount(u *core.DashboardUser, p *NameParams) ([]byte, *a
 		return nil, err
 	}
 	if name == "" {
-		name = defaultWorkspaceName
+		name = directory.DefaultWorkspaceName
 	}
-	r := e.ask(e.directory, CreateAccount{User: *u, Name: name})
+	r := e.ask(e.directory, directory.CreateAccount{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -425,17 +340,17 @@ func (e *Engine) RenameAccount(u *core.DashboardUser, accountID string, p *NameP
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, RenameAccount{User: *u, AccountID: accountID, Name: name})
+	r := e.ask(e.directory, directory.RenameAccount{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 
 // ListAccountAuditLogs lists a workspace's audit log (owners and admins).
 func (e *Engine) ListAccountAuditLogs(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	role, ok := e.directoryShared.roleOf(u.UserID, accountID)
+	role, ok := e.sessions.RoleOf(u.UserID, accountID)
 	if !ok {
-		return nil, errNoAccount(accountID)
+		return nil, directory.ErrNoAccount(accountID)
 	}
-	if role != RoleOwner && role != RoleAdmin {
+	if role != directory.RoleOwner && role != directory.RoleAdmin {
 		return nil, apierr.New(apierr.PermissionDenied, "only owners and admins can read the workspace audit log").WithDetails("role", role)
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixAccountAudit, accountID), limit, false, nil)
@@ -448,7 +363,7 @@ func (e *Engine) ListAccountAuditLogs(u *core.DashboardUser, accountID string, l
 func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail {
 	link := e.dashboardLink("/sign-in/email", url.Values{"token": {token}})
 	text := "Use this link to sign in to rtcd:\n\n" + link +
-		"\n\nIt works once and expires at " + core.Timestamp(expiresAt) + " (" + SignInLinkTTL.String() + ").\n" +
+		"\n\nIt works once and expires at " + core.Timestamp(expiresAt) + " (" + directory.SignInLinkTTL.String() + ").\n" +
 		"If you did not ask for it, ignore this message.\n"
 	return outgoingMail{kind: "sign_in", link: link, msg: mail.Message{To: to, Subject: "Your rtcd sign-in link", Text: text}}
 }

@@ -1,15 +1,12 @@
 package actors
 
 import (
-	"sort"
-	"time"
-
 	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
-	"rtcd/persistence"
 )
 
 // --- projects ------------------------------------------------------------------
@@ -20,26 +17,26 @@ func (e *Engine) CreateProject(u *core.DashboardUser, accountID string, p *NameP
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, CreateProject{User: *u, AccountID: accountID, Name: name})
+	r := e.ask(e.directory, directory.CreateProject{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 
 // projectInAccount checks that u is a member of accountID and that
 // projectID belongs to it; anything else is a 404.
 func (e *Engine) projectInAccount(u *core.DashboardUser, accountID, projectID string) (*projectHandle, string, *apierr.Error) {
-	role, ok := e.directoryShared.roleOf(u.UserID, accountID)
+	role, ok := e.sessions.RoleOf(u.UserID, accountID)
 	if !ok {
-		return nil, "", errNoAccount(accountID)
+		return nil, "", directory.ErrNoAccount(accountID)
 	}
 	if !ids.Valid(projectID, ids.Project) {
-		return nil, "", errNoProject(projectID)
+		return nil, "", directory.ErrNoProject(projectID)
 	}
 	h, ok := e.project(projectID)
 	if !ok {
-		return nil, "", errNoProject(projectID)
+		return nil, "", directory.ErrNoProject(projectID)
 	}
 	if p := h.gate.Record.Load(); p == nil || p.AccountID != accountID {
-		return nil, "", errNoProject(projectID)
+		return nil, "", directory.ErrNoProject(projectID)
 	}
 	return h, role, nil
 }
@@ -50,7 +47,7 @@ func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID strin
 	if err != nil {
 		return nil, err
 	}
-	if role != RoleOwner && role != RoleAdmin {
+	if role != directory.RoleOwner && role != directory.RoleAdmin {
 		return nil, apierr.New(apierr.PermissionDenied, "only owners and admins can rename projects").WithDetails("role", role)
 	}
 	name, err := checkDisplayName(p, true)
@@ -67,31 +64,21 @@ func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID strin
 // workspace cannot both pass the check; the project actor does the work
 // while the directory goes on serving (it never waits on another actor).
 func (e *Engine) ArchiveProject(u *core.DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
+	r := e.ask(e.directory, directory.ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
 	return r.Body, r.Err
 }
 
 // --- members -------------------------------------------------------------------
 
-func (a *directoryActor) memberView(w *Workspace, userID string) MemberView {
-	u, m := a.state.Users[userID], w.Members[userID]
-	return MemberView{Object: "member", UserID: userID, Email: u.Email, Name: u.Name, Role: m.Role, JoinedAt: core.Timestamp(m.JoinedAt)}
-}
-
 // ListMembers lists a workspace's members, newest first (any member).
 func (e *Engine) ListMembers(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, ListMembers{User: *u, AccountID: accountID, Limit: limit})
+	r := e.ask(e.directory, directory.ListMembers{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
-func validRole(role string) bool { return role == RoleOwner || role == RoleAdmin || role == RoleMember }
-
-func errNoMember(id string) *apierr.Error {
-	return apierr.New(apierr.InvalidRequest, "no member %q in this workspace", id).WithDetails("reason", "member_not_found").WithStatus(404)
+func validRole(role string) bool {
+	return role == directory.RoleOwner || role == directory.RoleAdmin || role == directory.RoleMember
 }
-
-var errLastOwner = apierr.New(apierr.Conflict, "a workspace always keeps an owner; make another member owner first").
-	WithDetails("reason", "last_owner")
 
 // UpdateMember changes a member's role (owners and admins; only owners
 // grant or take the owner role).
@@ -100,56 +87,18 @@ func (e *Engine) UpdateMember(u *core.DashboardUser, accountID, userID string, p
 		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
 	}
 	role := *p.Role
-	r := e.ask(e.directory, UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
+	r := e.ask(e.directory, directory.UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
 	return r.Body, r.Err
 }
 
 // RemoveMember removes a member (owners and admins; anyone may leave).
 // Admins cannot remove owners, and the last owner cannot go.
 func (e *Engine) RemoveMember(u *core.DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, RemoveMember{User: *u, AccountID: accountID, UserID: userID})
+	r := e.ask(e.directory, directory.RemoveMember{User: *u, AccountID: accountID, UserID: userID})
 	return r.Body, r.Err
 }
 
 // --- invitations ---------------------------------------------------------------
-
-// dropInvitationsBy revokes the pending invitations userID sent in w: an
-// invitation carries its sender's authority, which ends when they leave or
-// become a plain member. It returns the events and adds the audits to b.
-func (a *directoryActor) dropInvitationsBy(b *persistence.Batch, w *Workspace, userID string, u *core.DashboardUser) []directoryEvent {
-	now := a.env.Clock.Now()
-	var ids []string
-	for id, inv := range w.Invitations {
-		if inv.InvitedBy == userID && inv.statusAt(now) == InvitationPending {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids) // a deterministic journal
-	events := make([]directoryEvent, 0, len(ids))
-	for _, id := range ids {
-		events = append(events, directoryEvent{InvitationClosed: &invitationClosed{AccountID: w.ID, InvitationID: id, Status: InvitationRevoked, At: now, By: u.UserID}})
-		a.env.Audit.Account(b, w.ID, u, "invitation.revoked", core.AuditTarget{Type: "invitation", ID: id},
-			map[string]any{"email": w.Invitations[id].Email, "reason": "inviter_lost_role"})
-	}
-	return events
-}
-
-// invitationRate is the 429 of an hourly invitation limit, with the wait
-// until the oldest creation in the window leaves it.
-func invitationRate(what string, limit int, times []time.Time, now time.Time) *apierr.Error {
-	oldest := times[0]
-	for _, t := range times {
-		if t.Before(oldest) {
-			oldest = t
-		}
-	}
-	wait := int(oldest.Add(time.Hour).Sub(now)/time.Second) + 1
-	err := apierr.New(apierr.RateLimited, "rate limit for %s exceeded (%d per hour)", what, limit).
-		WithDetails("limit_name", what, "limit_per_hour", limit, "retry_after_seconds", wait)
-	err.RetryAfterSeconds = wait
-	err.RateLimit = limit
-	return err
-}
 
 // CreateInvitation invites an e-mail address to a workspace (owners and
 // admins) and mails it the link. A pending invitation to the same address
@@ -162,9 +111,9 @@ func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *In
 	if !ok {
 		return nil, apierr.Invalid("email", "email must be an e-mail address")
 	}
-	role := RoleMember
+	role := directory.RoleMember
 	if p.Role != nil {
-		if *p.Role != RoleAdmin && *p.Role != RoleMember {
+		if *p.Role != directory.RoleAdmin && *p.Role != directory.RoleMember {
 			return nil, apierr.Invalid("role", "role must be admin or member; make someone owner once they joined")
 		}
 		role = *p.Role
@@ -173,9 +122,9 @@ func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *In
 	if terr != nil {
 		return nil, apierr.New(apierr.Internal, "could not create an invitation")
 	}
-	hash := hexHash(e.env.Keys.HashDashboardSecret(token))
-	r := e.ask(e.directory, CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
-	if m, ok := r.Value.(InvitationMail); ok {
+	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(token))
+	r := e.ask(e.directory, directory.CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
+	if m, ok := r.Value.(directory.InvitationMail); ok {
 		e.enqueueMail(e.invitationMail(m.To, token, m.Workspace, m.Inviter, m.ExpiresAt))
 	}
 	return r.Body, r.Err
@@ -184,26 +133,16 @@ func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *In
 // ListInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
 func (e *Engine) ListInvitations(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, ListInvitations{User: *u, AccountID: accountID, Limit: limit})
+	r := e.ask(e.directory, directory.ListInvitations{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
 // RevokeInvitation revokes a pending invitation (owners and admins);
 // idempotent for one already closed.
 func (e *Engine) RevokeInvitation(u *core.DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
+	r := e.ask(e.directory, directory.RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
 	return r.Body, r.Err
 }
-
-// InvitationAcceptance answers POST /v1/invitations/accept.
-type InvitationAcceptance struct {
-	Object        string      `json:"object"`
-	InvitationID  string      `json:"invitation_id"`
-	JoinedAccount AccountView `json:"joined_account"`
-}
-
-var errBadInvitation = apierr.New(apierr.InvalidRequest, "the invitation is invalid, expired, revoked or already used").
-	WithDetails("reason", "invitation_invalid").WithStatus(404)
 
 // AcceptInvitation adds the signed-in user to the invitation's workspace;
 // the invitation must be addressed to the user's e-mail.
@@ -212,9 +151,9 @@ func (e *Engine) AcceptInvitation(u *core.DashboardUser, p *AcceptParams) ([]byt
 		return nil, apierr.Invalid("invitation_token", "invitation_token is required")
 	}
 	if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
-		return nil, errBadInvitation
+		return nil, directory.ErrBadInvitation
 	}
-	hash := hexHash(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
-	r := e.ask(e.directory, AcceptInvitation{User: *u, Hash: hash})
+	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
+	r := e.ask(e.directory, directory.AcceptInvitation{User: *u, Hash: hash})
 	return r.Body, r.Err
 }

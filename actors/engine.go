@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
@@ -81,13 +82,12 @@ type Engine struct {
 	dispatcher *dispatcher
 
 	// directory is the actor owning users, sessions, workspaces, members
-	// and invitations; directoryShared is what it publishes for
-	// authentication.
-	directory       *actor.PID
-	directoryShared *directoryShared
-	mailer          atomic.Pointer[Mailer]
-	mailQueue       chan outgoingMail
-	mailDone        chan struct{}
+	// and invitations; sessions is what it publishes for authentication.
+	directory *actor.PID
+	sessions  *core.Sessions
+	mailer    atomic.Pointer[Mailer]
+	mailQueue chan outgoingMail
+	mailDone  chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -119,9 +119,9 @@ func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter rat
 		env:    env,
 		system: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLogger)),
 		stop:   make(chan struct{}), done: make(chan struct{}),
-		directoryShared: &directoryShared{},
-		mailQueue:       make(chan outgoingMail, mailQueueCapacity),
-		mailDone:        make(chan struct{}),
+		sessions:  &core.Sessions{},
+		mailQueue: make(chan outgoingMail, mailQueueCapacity),
+		mailDone:  make(chan struct{}),
 	}
 	env.Registry = registry{e}
 	e.dispatcher = newDispatcher(env)
@@ -500,3 +500,15 @@ func (e *Engine) Stats() Stats {
 
 // Region is the server's configured region.
 func (e *Engine) Region() string { return e.env.Settings.Region }
+
+func (e *Engine) spawnDirectory(rec *core.Recovery) {
+	a := directory.New(e.env, e.sessions, rec)
+	rec.Add()
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
+	pid, err := e.system.Root.SpawnNamed(props, directory.Journal())
+	if err != nil {
+		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
+	}
+	e.directory = pid
+}

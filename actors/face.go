@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
 )
@@ -40,6 +41,9 @@ type (
 
 	// PaymentUpdate is a verified payment-provider callback.
 	PaymentUpdate = wallet.PaymentUpdate
+
+	// GoogleIdentity is what a verified Google sign-in established.
+	GoogleIdentity = directory.GoogleIdentity
 )
 
 // MaxAdjustmentReasonBytes bounds an operator adjustment's reason.

@@ -199,3 +199,102 @@ func (r *KeyRegistry) Range(f func(*KeyRecord)) {
 		f(rec)
 	}
 }
+
+// Sessions is what the directory publishes for request authentication:
+// the live dashboard sessions by their token's keyed hash, and every
+// user's role in each of their workspaces. The directory alone writes it;
+// a session on a project route costs the request no actor message.
+type Sessions struct {
+	live  sync.Map                                     // [32]byte hash -> *LiveSession
+	roles atomic.Pointer[map[string]map[string]string] // user id -> account id -> role
+}
+
+// LiveSession is a dashboard session as authentication reads it, and where
+// it notes the session's use.
+type LiveSession struct {
+	hash      string // hex of the token's keyed hash
+	userID    string
+	expiresAt time.Time
+	// lastSeenNanos is the last use (injected clock); persistedNanos the
+	// last use written to disk. Both only move forward.
+	lastSeenNanos  atomic.Int64
+	persistedNanos atomic.Int64
+	touching       atomic.Bool // a touch message is on its way
+}
+
+// NewLiveSession is a session to publish, last used at lastSeen (as
+// journaled).
+func NewLiveSession(hash, userID string, expiresAt, lastSeen time.Time) *LiveSession {
+	ls := &LiveSession{hash: hash, userID: userID, expiresAt: expiresAt}
+	ls.lastSeenNanos.Store(lastSeen.UnixNano())
+	ls.persistedNanos.Store(lastSeen.UnixNano())
+	return ls
+}
+
+// Hash is the hex keyed hash of the session's token.
+func (ls *LiveSession) Hash() string { return ls.hash }
+
+// UserID is the session's user.
+func (ls *LiveSession) UserID() string { return ls.userID }
+
+// ExpiresAt is the end of the session's lifetime.
+func (ls *LiveSession) ExpiresAt() time.Time { return ls.expiresAt }
+
+// LastSeen is the last use noted.
+func (ls *LiveSession) LastSeen() time.Time { return time.Unix(0, ls.lastSeenNanos.Load()) }
+
+// NoteUse moves the last use forward to now and reports whether it is time
+// to journal it: touchInterval after the last journaled use, and no touch
+// already on its way (the caller then owns the touching flag and must send
+// exactly one touch, which the directory ends with Touched).
+func (ls *LiveSession) NoteUse(now time.Time, touchInterval time.Duration) bool {
+	n := now.UnixNano()
+	for last := ls.lastSeenNanos.Load(); last < n && !ls.lastSeenNanos.CompareAndSwap(last, n); {
+		last = ls.lastSeenNanos.Load()
+	}
+	return n-ls.persistedNanos.Load() >= int64(touchInterval) && ls.touching.CompareAndSwap(false, true)
+}
+
+// Touched records that the use at was journaled (zero: none was) and
+// releases the touching flag.
+func (ls *LiveSession) Touched(at time.Time) {
+	if !at.IsZero() {
+		ls.persistedNanos.Store(at.UnixNano())
+	}
+	ls.touching.Store(false)
+}
+
+// Lookup is the live session with token hash h.
+func (s *Sessions) Lookup(h [32]byte) (*LiveSession, bool) {
+	v, ok := s.live.Load(h)
+	if !ok {
+		return nil, false
+	}
+	return v.(*LiveSession), true
+}
+
+// Publish makes a session usable under its token hash h.
+func (s *Sessions) Publish(h [32]byte, ls *LiveSession) { s.live.Store(h, ls) }
+
+// Withdraw makes a session unusable at once.
+func (s *Sessions) Withdraw(h [32]byte) { s.live.Delete(h) }
+
+// WithdrawAll empties the published sessions (before a recovery publishes
+// them again).
+func (s *Sessions) WithdrawAll() {
+	s.live.Range(func(k, _ any) bool { s.live.Delete(k); return true })
+}
+
+// SetRoles replaces the user -> workspace -> role map whole (copy on
+// write: membership changes are rare next to the requests that read it).
+func (s *Sessions) SetRoles(m map[string]map[string]string) { s.roles.Store(&m) }
+
+// RoleOf is userID's role in accountID, if a member.
+func (s *Sessions) RoleOf(userID, accountID string) (string, bool) {
+	m := s.roles.Load()
+	if m == nil {
+		return "", false
+	}
+	r, ok := (*m)[userID][accountID]
+	return r, ok
+}

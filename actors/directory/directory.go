@@ -1,12 +1,10 @@
-package actors
+package directory
 
 import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,18 +12,6 @@ import (
 	"rtcd/persistence"
 	"rtcd/scopes"
 )
-
-// The directory is the one actor that owns the people side of the service:
-// dashboard users, their sessions, e-mail sign-in links, workspaces
-// (accounts) with their names, members, roles and invitations, and which
-// projects each workspace holds. One actor, because a sign-in or an
-// accepted invitation changes a user and a workspace together, and the
-// dashboard's traffic is small next to the API's. Authentication of
-// dashboard requests never waits on it: it publishes its sessions and the
-// user → workspace → role map for lock-free reads (see directoryShared).
-//
-// Project records themselves (name, status, keys, endpoints) stay with the
-// project actors; the directory asks a project actor to rename or archive.
 
 // Roles of a workspace member.
 const (
@@ -42,10 +28,10 @@ const (
 	SessionLifetime = 14 * 24 * time.Hour
 	// SessionIdleTimeout ends a session not used for this long.
 	SessionIdleTimeout = 24 * time.Hour
-	// sessionTouchInterval: a session's last use is written to disk at most
+	// SessionTouchInterval: a session's last use is written to disk at most
 	// this often, so the idle timeout survives a restart without a write per
 	// request (it may then end up to this much early, never late).
-	sessionTouchInterval = time.Minute
+	SessionTouchInterval = time.Minute
 	// MaxSessionsPerUser bounds a user's live sessions; a new sign-in past
 	// it ends the oldest.
 	MaxSessionsPerUser = 50
@@ -131,9 +117,9 @@ type Invitation struct {
 	AcceptedBy string    `json:"accepted_by,omitempty"`
 }
 
-// statusAt is the invitation's status at now: a pending one past its
+// StatusAt is the invitation's status at now: a pending one past its
 // expiry reads as expired.
-func (inv *Invitation) statusAt(now time.Time) string {
+func (inv *Invitation) StatusAt(now time.Time) string {
 	if inv.Status == InvitationPending && !now.Before(inv.ExpiresAt) {
 		return InvitationExpired
 	}
@@ -241,9 +227,9 @@ type signInLinksDropped struct {
 	Hashes []string `json:"hashes"`
 }
 
-// directoryState is everything the directory owns. It is also its
+// State is everything the directory owns. It is also its
 // snapshot; the maps after the first five are indexes rebuilt on load.
-type directoryState struct {
+type State struct {
 	Users       map[string]*User       `json:"users"`
 	Workspaces  map[string]*Workspace  `json:"workspaces"`
 	Sessions    map[string]*Session    `json:"sessions"`      // hash ->
@@ -256,8 +242,8 @@ type directoryState struct {
 	userSessions map[string]map[string]struct{} // user id -> session hashes
 }
 
-func newDirectoryState() *directoryState {
-	s := &directoryState{
+func newState() *State {
+	s := &State{
 		Users: make(map[string]*User), Workspaces: make(map[string]*Workspace),
 		Sessions: make(map[string]*Session), SignInLinks: make(map[string]*SignInLink),
 	}
@@ -265,25 +251,31 @@ func newDirectoryState() *directoryState {
 	return s
 }
 
-// directoryGenesis writes the directory's first snapshot (sequence 0)
+// Genesis writes the directory's first snapshot (sequence 0)
 // into b, at bootstrap: the owner, the first workspace with the owner as
 // its owner, and the workspace's project. Later workspaces are events of
 // the running directory (newWorkspace).
-func directoryGenesis(b *persistence.Batch, owner User, workspace workspaceCreated, projectID string) *directoryState {
-	s := core.ApplyAll(newDirectoryState(),
+func Genesis(b *persistence.Batch, owner User, accountID, workspaceName, projectID string, at time.Time) *State {
+	s := core.ApplyAll(newState(),
 		directoryEvent{UserCreated: &owner},
-		directoryEvent{WorkspaceCreated: &workspace},
-		directoryEvent{MemberSet: &memberSet{AccountID: workspace.ID, UserID: owner.ID, Role: RoleOwner, At: workspace.CreatedAt}},
-		directoryEvent{ProjectAdded: &workspaceProject{AccountID: workspace.ID, ProjectID: projectID}})
-	persistence.WriteSnapshotAt(b, directoryJournal(), 0, core.Encode(s))
+		directoryEvent{WorkspaceCreated: &workspaceCreated{ID: accountID, Name: workspaceName, CreatedAt: at}},
+		directoryEvent{MemberSet: &memberSet{AccountID: accountID, UserID: owner.ID, Role: RoleOwner, At: at}},
+		directoryEvent{ProjectAdded: &workspaceProject{AccountID: accountID, ProjectID: projectID}})
+	persistence.WriteSnapshotAt(b, Journal(), 0, core.Encode(s))
 	return s
 }
 
+// UserSessions is how many live sessions userID has.
+func (s *State) UserSessions(userID string) int { return len(s.userSessions[userID]) }
+
+// UserWorkspaces is how many workspaces userID is a member of.
+func (s *State) UserWorkspaces(userID string) int { return len(s.userAccounts[userID]) }
+
 // Loaded rebuilds the derived maps after a snapshot is decoded.
-func (s *directoryState) Loaded() { s.index() }
+func (s *State) Loaded() { s.index() }
 
 // index rebuilds the derived maps (after loading a snapshot).
-func (s *directoryState) index() {
+func (s *State) index() {
 	if s.Users == nil {
 		s.Users = make(map[string]*User)
 	}
@@ -326,7 +318,7 @@ func (s *directoryState) index() {
 	}
 }
 
-func (s *directoryState) addUserAccount(userID, accountID string) {
+func (s *State) addUserAccount(userID, accountID string) {
 	m := s.userAccounts[userID]
 	if m == nil {
 		m = make(map[string]struct{})
@@ -335,7 +327,7 @@ func (s *directoryState) addUserAccount(userID, accountID string) {
 	m[accountID] = struct{}{}
 }
 
-func (s *directoryState) addUserSession(userID, hash string) {
+func (s *State) addUserSession(userID, hash string) {
 	m := s.userSessions[userID]
 	if m == nil {
 		m = make(map[string]struct{})
@@ -346,7 +338,7 @@ func (s *directoryState) addUserSession(userID, hash string) {
 
 // Apply changes the state by one event; pure, and checking what it looks
 // up, as the other owners' Apply.
-func (s *directoryState) Apply(e *directoryEvent) error {
+func (s *State) Apply(e *directoryEvent) error {
 	switch {
 	case e.UserCreated != nil:
 		u := *e.UserCreated
@@ -470,7 +462,7 @@ func (s *directoryState) Apply(e *directoryEvent) error {
 }
 
 // workspace is the workspace an event of kind names.
-func (s *directoryState) workspace(kind, accountID string) (*Workspace, error) {
+func (s *State) workspace(kind, accountID string) (*Workspace, error) {
 	w, ok := s.Workspaces[accountID]
 	if !ok {
 		return nil, fmt.Errorf("%s: no workspace %s", kind, accountID)
@@ -491,34 +483,6 @@ func (w *Workspace) ownerCount() int {
 
 // --- published for readers that must not wait on the directory -----------
 
-// liveSession is a session as request authentication reads it.
-type liveSession struct {
-	hash      string
-	userID    string
-	expiresAt time.Time
-	// lastSeenNanos is the last use (injected clock); persistedNanos the
-	// last use written to disk. Both only move forward.
-	lastSeenNanos  atomic.Int64
-	persistedNanos atomic.Int64
-	touching       atomic.Bool // a touch message is on its way
-}
-
-// directoryShared is what the directory publishes: the live sessions by
-// token hash, and every user's role in each of their workspaces.
-type directoryShared struct {
-	sessions sync.Map                                     // [32]byte hash -> *liveSession
-	roles    atomic.Pointer[map[string]map[string]string] // user id -> account id -> role
-}
-
-func (d *directoryShared) roleOf(userID, accountID string) (string, bool) {
-	m := d.roles.Load()
-	if m == nil {
-		return "", false
-	}
-	r, ok := (*m)[userID][accountID]
-	return r, ok
-}
-
 // RoleScopes are the scopes a workspace role grants on its projects' routes
 // (spec 5.3): owners and admins everything; members run rooms and
 // participants and read everything else, but do not top up, manage API keys
@@ -537,9 +501,9 @@ func RoleScopes(role string) scopes.Set {
 
 type directoryActor struct {
 	env       *core.Env
-	shared    *directoryShared // what the directory publishes
-	log       *core.Log[directoryEvent, *directoryState]
-	state     *directoryState // log.State()
+	sessions  *core.Sessions // what the directory publishes
+	log       *core.Log[directoryEvent, *State]
+	state     *State // log.State()
 	recovery  *core.Recovery
 	recovered bool
 	// signInSends keeps, per address, when sign-in mails were sent within
@@ -552,25 +516,20 @@ type directoryActor struct {
 	lastSweep time.Time
 }
 
-func (e *Engine) spawnDirectory(rec *core.Recovery) {
-	a := &directoryActor{env: e.env, shared: e.directoryShared, recovery: rec}
-	rec.Add()
-	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
-	pid, err := e.system.Root.SpawnNamed(props, directoryJournal())
-	if err != nil {
-		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
-	}
-	e.directory = pid
+// New is the directory actor, which publishes sessions. It recovers from
+// its snapshot and journal when it starts and tells rec.
+func New(env *core.Env, sessions *core.Sessions, rec *core.Recovery) actor.Actor {
+	return &directoryActor{env: env, sessions: sessions, recovery: rec}
 }
 
+// Receive runs one message on the directory's goroutine.
 func (a *directoryActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
 	case core.Sweep:
 		a.sweep()
-	case touchSession:
+	case TouchSession:
 		a.touch(m)
 	case *core.Envelope:
 		a.handle(m)
@@ -599,13 +558,13 @@ func (a *directoryActor) load() error {
 	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
 	// A data directory initialised before the dashboard existed has no
 	// snapshot of the directory: it starts empty.
-	log, err := core.RecoverLog(a.env.Store, directoryJournal(), a.env.Settings.SnapshotEveryEvents,
-		func() *directoryState { return &directoryState{} }, newDirectoryState)
+	log, err := core.RecoverLog(a.env.Store, Journal(), a.env.Settings.SnapshotEveryEvents,
+		func() *State { return &State{} }, newState)
 	if err != nil {
 		return err
 	}
 	a.log, a.state = log, log.State()
-	a.shared.sessions.Range(func(k, _ any) bool { a.shared.sessions.Delete(k); return true })
+	a.sessions.WithdrawAll()
 	for _, ss := range a.state.Sessions {
 		a.publishSession(ss)
 	}
@@ -634,10 +593,7 @@ func (a *directoryActor) publishSession(ss *Session) {
 	if !ok {
 		return
 	}
-	ls := &liveSession{hash: ss.Hash, userID: ss.UserID, expiresAt: ss.ExpiresAt}
-	ls.lastSeenNanos.Store(ss.LastSeenAt.UnixNano())
-	ls.persistedNanos.Store(ss.LastSeenAt.UnixNano())
-	a.shared.sessions.Store(k, ls)
+	a.sessions.Publish(k, core.NewLiveSession(ss.Hash, ss.UserID, ss.ExpiresAt, ss.LastSeenAt))
 }
 
 // unpublishSessions makes sessions unusable at once, before their end is
@@ -645,16 +601,19 @@ func (a *directoryActor) publishSession(ss *Session) {
 func (a *directoryActor) unpublishSessions(hashes []string) {
 	for _, h := range hashes {
 		if k, ok := hashKey(h); ok {
-			a.shared.sessions.Delete(k)
+			a.sessions.Withdraw(k)
 		}
 	}
 }
 
 // publishRoles republishes the user → workspace → role map (copy on write;
 // membership changes are rare next to the requests that read it).
-func (a *directoryActor) publishRoles() {
-	m := make(map[string]map[string]string, len(a.state.userAccounts))
-	for _, w := range a.state.Workspaces {
+func (a *directoryActor) publishRoles() { a.sessions.SetRoles(a.state.roles()) }
+
+// roles is every user's role in each of their workspaces.
+func (s *State) roles() map[string]map[string]string {
+	m := make(map[string]map[string]string, len(s.userAccounts))
+	for _, w := range s.Workspaces {
 		for uid, mem := range w.Members {
 			if m[uid] == nil {
 				m[uid] = make(map[string]string)
@@ -662,33 +621,33 @@ func (a *directoryActor) publishRoles() {
 			m[uid][w.ID] = mem.Role
 		}
 	}
-	a.shared.roles.Store(&m)
+	return m
 }
 
-// touchSession records a session's last use (sent by authentication at
-// most once per sessionTouchInterval per session, holding the published
+// TouchSession records a session's last use (sent by authentication at
+// most once per SessionTouchInterval per session, holding the published
 // session's touching flag, which the directory clears).
-type touchSession struct {
-	hash string
-	at   time.Time
+type TouchSession struct {
+	Hash string
+	At   time.Time
 }
 
-func (a *directoryActor) touch(m touchSession) {
-	var ls *liveSession
-	if k, ok := hashKey(m.hash); ok {
-		if v, ok := a.shared.sessions.Load(k); ok {
-			ls = v.(*liveSession)
-			defer ls.touching.Store(false)
-		}
+func (a *directoryActor) touch(m TouchSession) {
+	var ls *core.LiveSession
+	if k, ok := hashKey(m.Hash); ok {
+		ls, _ = a.sessions.Lookup(k)
 	}
-	if _, ok := a.state.Sessions[m.hash]; !ok {
+	if _, ok := a.state.Sessions[m.Hash]; !ok {
+		if ls != nil {
+			ls.Touched(time.Time{})
+		}
 		return
 	}
 	b := a.env.Store.NewBatch()
-	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.hash, At: m.at}})
+	a.record(b, directoryEvent{SessionTouched: &sessionTouched{Hash: m.Hash, At: m.At}})
 	a.env.Store.Commit(b, nil)
 	if ls != nil {
-		ls.persistedNanos.Store(m.at.UnixNano())
+		ls.Touched(m.At)
 	}
 }
 
@@ -726,10 +685,10 @@ func (a *directoryActor) sweep() {
 		var drop []string
 		for id, inv := range w.Invitations {
 			closedAt := inv.ClosedAt
-			if inv.statusAt(now) == InvitationExpired && inv.Status == InvitationPending {
+			if inv.StatusAt(now) == InvitationExpired && inv.Status == InvitationPending {
 				closedAt = inv.ExpiresAt
 			}
-			if inv.statusAt(now) != InvitationPending && now.Sub(closedAt) >= closedInvitationRetention {
+			if inv.StatusAt(now) != InvitationPending && now.Sub(closedAt) >= closedInvitationRetention {
 				drop = append(drop, id)
 			}
 		}
@@ -756,10 +715,8 @@ func (a *directoryActor) sweep() {
 func (a *directoryActor) sessionOver(ss *Session, now time.Time) bool {
 	last := ss.LastSeenAt
 	if k, ok := hashKey(ss.Hash); ok {
-		if v, ok := a.shared.sessions.Load(k); ok {
-			if n := v.(*liveSession).lastSeenNanos.Load(); n > last.UnixNano() {
-				last = time.Unix(0, n)
-			}
+		if ls, ok := a.sessions.Lookup(k); ok && ls.LastSeen().After(last) {
+			last = ls.LastSeen()
 		}
 	}
 	return !now.Before(ss.ExpiresAt) || now.Sub(last) >= SessionIdleTimeout
@@ -775,3 +732,6 @@ func recentWithin(ts []time.Time, now time.Time, window time.Duration) []time.Ti
 	}
 	return out
 }
+
+// Journal names the directory's journal, snapshot and actor.
+func Journal() string { return "directory" }

@@ -1,4 +1,4 @@
-package actors
+package directory
 
 import (
 	"encoding/hex"
@@ -14,14 +14,14 @@ import (
 	"rtcd/persistence"
 )
 
-// errNoAccount is the answer for a workspace the user is not a member of,
+// ErrNoAccount is the answer for a workspace the user is not a member of,
 // or that does not exist: 404, never 403, so ids do not leak.
-func errNoAccount(id string) *apierr.Error {
+func ErrNoAccount(id string) *apierr.Error {
 	return apierr.New(apierr.InvalidRequest, "no workspace %q for this user", id).
 		WithDetails("reason", "account_not_found").WithStatus(404)
 }
 
-func errNoProject(id string) *apierr.Error {
+func ErrNoProject(id string) *apierr.Error {
 	return apierr.New(apierr.InvalidRequest, "no project %q in this workspace", id).
 		WithDetails("reason", "project_not_found").WithStatus(404)
 }
@@ -89,7 +89,7 @@ func (u *User) view() UserView {
 
 func (inv *Invitation) view(now time.Time) InvitationView {
 	return InvitationView{Object: "invitation", ID: inv.ID, AccountID: inv.AccountID, Email: inv.Email, Role: inv.Role,
-		Status: inv.statusAt(now), InvitedBy: inv.InvitedBy, CreatedAt: core.Timestamp(inv.CreatedAt),
+		Status: inv.StatusAt(now), InvitedBy: inv.InvitedBy, CreatedAt: core.Timestamp(inv.CreatedAt),
 		ExpiresAt: core.Timestamp(inv.ExpiresAt), ClosedAt: core.OptionalTimestamp(inv.ClosedAt)}
 }
 
@@ -136,11 +136,11 @@ func pageOf(records [][]byte, limit int) []byte {
 func (a *directoryActor) membership(userID, accountID string) (*Workspace, string, *apierr.Error) {
 	w, ok := a.state.Workspaces[accountID]
 	if !ok {
-		return nil, "", errNoAccount(accountID)
+		return nil, "", ErrNoAccount(accountID)
 	}
 	m, ok := w.Members[userID]
 	if !ok {
-		return nil, "", errNoAccount(accountID)
+		return nil, "", ErrNoAccount(accountID)
 	}
 	return w, m.Role, nil
 }
@@ -198,10 +198,10 @@ func (a *directoryActor) newWorkspace(b *persistence.Batch, ownerID, name string
 	return view, events, start
 }
 
-// DefaultProjectName and defaultWorkspaceName name what a sign-up creates.
+// DefaultProjectName and DefaultWorkspaceName name what a sign-up creates.
 const (
 	DefaultProjectName   = "Default project"
-	defaultWorkspaceName = "My workspace"
+	DefaultWorkspaceName = "My workspace"
 )
 
 // signInRequest is a verified identity about to get a session.
@@ -258,7 +258,7 @@ func (a *directoryActor) completeSignIn(b *persistence.Batch, r signInRequest, n
 	}
 	var created *AccountView
 	if !exists && joinedWorkspace == nil {
-		v, wsEvents, startWorkspace := a.newWorkspace(b, user.ID, defaultWorkspaceName, actor, now)
+		v, wsEvents, startWorkspace := a.newWorkspace(b, user.ID, DefaultWorkspaceName, actor, now)
 		events = append(events, wsEvents...)
 		created, start = &v, startWorkspace
 	}
@@ -298,7 +298,7 @@ func (a *directoryActor) usableInvitation(h, email string, now time.Time) *Invit
 		return nil
 	}
 	inv, ok := a.state.invitations[h]
-	if !ok || inv.statusAt(now) != InvitationPending || inv.Email != email {
+	if !ok || inv.StatusAt(now) != InvitationPending || inv.Email != email {
 		return nil
 	}
 	return inv
@@ -321,4 +321,4 @@ func (a *directoryActor) commitAndStart(b *persistence.Batch, start func(), role
 	close(started)
 }
 
-func hexHash(h [32]byte) string { return hex.EncodeToString(h[:]) }
+func HashHex(h [32]byte) string { return hex.EncodeToString(h[:]) }

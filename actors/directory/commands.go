@@ -1,4 +1,4 @@
-package actors
+package directory
 
 import (
 	"sort"
@@ -172,14 +172,14 @@ func (a *directoryActor) handle(req *core.Envelope) {
 // is the 404.
 func (a *directoryActor) projectIn(w *Workspace, projectID string) (*core.ProjectGate, *apierr.Error) {
 	if !ids.Valid(projectID, ids.Project) {
-		return nil, errNoProject(projectID)
+		return nil, ErrNoProject(projectID)
 	}
 	gate, ok := a.env.Registry.ProjectGate(projectID)
 	if !ok {
-		return nil, errNoProject(projectID)
+		return nil, ErrNoProject(projectID)
 	}
 	if p := gate.Record.Load(); p == nil || p.AccountID != w.ID {
-		return nil, errNoProject(projectID)
+		return nil, ErrNoProject(projectID)
 	}
 	return gate, nil
 }
@@ -385,7 +385,7 @@ func (a *directoryActor) createInvitation(c CreateInvitation, req *core.Envelope
 		if now.Sub(inv.CreatedAt) < time.Hour {
 			accountHour = append(accountHour, inv.CreatedAt)
 		}
-		if inv.statusAt(now) == InvitationPending {
+		if inv.StatusAt(now) == InvitationPending {
 			open = append(open, inv)
 			if inv.Email == email {
 				replaced = append(replaced, inv)
@@ -478,7 +478,7 @@ func (a *directoryActor) revokeInvitation(c RevokeInvitation, req *core.Envelope
 		return
 	}
 	now := a.env.Clock.Now()
-	if inv.statusAt(now) != InvitationPending {
+	if inv.StatusAt(now) != InvitationPending {
 		req.Respond(core.Reply{Status: 200, Body: core.MustJSON(inv.view(now))})
 		return
 	}
@@ -497,11 +497,11 @@ func (a *directoryActor) acceptInvitation(c AcceptInvitation, req *core.Envelope
 	inv, ok := a.state.invitations[hash]
 	user, uok := a.state.Users[u.UserID]
 	if !uok {
-		req.Respond(core.Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: ErrBadSession})
 		return
 	}
-	if !ok || inv.statusAt(now) != InvitationPending {
-		req.Respond(core.Reply{Err: errBadInvitation})
+	if !ok || inv.StatusAt(now) != InvitationPending {
+		req.Respond(core.Reply{Err: ErrBadInvitation})
 		return
 	}
 	if inv.Email != user.Email {
@@ -535,7 +535,7 @@ func (a *directoryActor) peekSignIn(c PeekSignIn, req *core.Envelope) {
 	now := a.env.Clock.Now()
 	link, ok := a.state.SignInLinks[hash]
 	if !ok || !now.Before(link.ExpiresAt) {
-		req.Respond(core.Reply{Err: errBadLink})
+		req.Respond(core.Reply{Err: ErrBadLink})
 		return
 	}
 	v := SignInLinkView{Object: "email_sign_in_link", Email: link.Email, ExpiresAt: core.Timestamp(link.ExpiresAt)}
@@ -553,7 +553,7 @@ func (a *directoryActor) verifySignIn(c VerifySignIn, req *core.Envelope) {
 	now := a.env.Clock.Now()
 	link, ok := a.state.SignInLinks[hash]
 	if !ok || !now.Before(link.ExpiresAt) {
-		req.Respond(core.Reply{Err: errBadLink})
+		req.Respond(core.Reply{Err: ErrBadLink})
 		return
 	}
 	b := a.env.Store.NewBatch()
@@ -621,7 +621,7 @@ func (a *directoryActor) endSessions(c EndSessions, req *core.Envelope) {
 func (a *directoryActor) readMe(c ReadMe, req *core.Envelope) {
 	u := &c.User
 	if _, ok := a.state.Users[u.UserID]; !ok {
-		req.Respond(core.Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: ErrBadSession})
 		return
 	}
 	req.Respond(core.Reply{Status: 200, Body: a.me(u.UserID)})
@@ -631,7 +631,7 @@ func (a *directoryActor) readMe(c ReadMe, req *core.Envelope) {
 func (a *directoryActor) renameUser(c RenameUser, req *core.Envelope) {
 	u, name := &c.User, c.Name
 	if _, ok := a.state.Users[u.UserID]; !ok {
-		req.Respond(core.Reply{Err: errBadSession})
+		req.Respond(core.Reply{Err: ErrBadSession})
 		return
 	}
 	b := a.env.Store.NewBatch()

@@ -1,3 +1,0 @@
-package actors
-
-func directoryJournal() string { return "directory" }
