@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+	"rtcd/actors/dispatch"
 	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/ids"
@@ -67,15 +68,15 @@ func (e *Engine) ListDeliveries(c *core.Caller, endpointID string, limit int) ([
 		return nil, err
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixDelIdx, endpointID), limit, false, func(id []byte) ([]byte, error) {
-		raw, err := e.env.Store.Get(deliveryKey(endpointID, string(id)))
+		raw, err := e.env.Store.Get(dispatch.DeliveryKey(endpointID, string(id)))
 		if err != nil {
 			return nil, err
 		}
-		var dl Delivery
+		var dl dispatch.Delivery
 		if err := json.Unmarshal(raw, &dl); err != nil {
 			return nil, err
 		}
-		return core.MustJSON(dl.view()), nil
+		return core.MustJSON(dl.View()), nil
 	})
 }
 
@@ -85,25 +86,14 @@ func (e *Engine) RetryDelivery(c *core.Caller, endpointID, deliveryID string) (R
 		return Result{}, err
 	}
 	if !ids.Valid(deliveryID, ids.Delivery) {
-		return Result{}, errDeliveryNotFound(deliveryID)
+		return Result{}, dispatch.ErrDeliveryNotFound(deliveryID)
 	}
-	v, ok := e.dispatcher.workers.Load(endpointID)
-	if !ok || !e.dispatcher.started.Load() {
-		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
-	}
-	w := v.(*endpointWorker)
-	if ep := w.endpoint.Load(); ep == nil || ep.Status != core.EndpointEnabled {
-		return Result{}, apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)
-	}
-	ch := make(chan core.Reply, 1)
-	select {
-	case w.retry <- retryRequest{deliveryID: deliveryID, answer: ch}:
-	default:
-		return Result{}, apierr.New(apierr.RateLimited, "too many retries queued for this endpoint; try again shortly")
-	}
-	r := <-ch
-	if r.Err == nil {
-		w.poke()
-	}
-	return result(r)
+	return result(e.dispatcher.Retry(endpointID, deliveryID))
+}
+
+// SetWebhookSender starts webhook delivery with sender and the retry
+// schedule (seconds; webhookdelivery.DefaultScheduleSeconds when nil).
+// Without it events stay in the outbox.
+func (e *Engine) SetWebhookSender(sender dispatch.WebhookSender, schedule []int) {
+	e.dispatcher.Start(sender, schedule)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
 	"rtcd/actors/directory"
+	"rtcd/actors/dispatch"
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
@@ -79,7 +80,7 @@ type Engine struct {
 	walletMailbox    atomic.Int64
 	directoryMailbox atomic.Int64
 
-	dispatcher *dispatcher
+	dispatcher *dispatch.Dispatcher
 
 	// directory is the actor owning users, sessions, workspaces, members
 	// and invitations; sessions is what it publishes for authentication.
@@ -124,7 +125,7 @@ func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter rat
 		mailDone:  make(chan struct{}),
 	}
 	env.Registry = registry{e}
-	e.dispatcher = newDispatcher(env)
+	e.dispatcher = dispatch.New(env)
 	return e, nil
 }
 
@@ -188,7 +189,7 @@ func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
 	<-e.mailDone
-	e.dispatcher.close()
+	e.dispatcher.Close()
 	var stopping []*actor.Future
 	if e.directory != nil {
 		// The directory first: it may spawn wallets and projects.
@@ -343,8 +344,8 @@ func (r registry) SpawnWallet(accountID string, rec *core.Recovery) { r.e.spawnW
 func (r registry) RoomStopped(roomID string) { r.e.rooms.Delete(roomID) }
 
 func (r registry) EndpointWorkers(enabled, disabled []*core.WebhookEndpoint) {
-	r.e.dispatcher.ensureWorkers(enabled)
-	r.e.dispatcher.idleWorkers(disabled)
+	r.e.dispatcher.EnsureWorkers(enabled)
+	r.e.dispatcher.IdleWorkers(disabled)
 }
 
 // pidOf is the actor at an address, nil when it has none.

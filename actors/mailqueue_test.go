@@ -77,7 +77,7 @@ func newBareEngine(t *testing.T) *Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		e.dispatcher.close()
+		e.dispatcher.Close()
 		e.system.Shutdown()
 	})
 	return e

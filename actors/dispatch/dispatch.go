@@ -1,4 +1,4 @@
-package actors
+package dispatch
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ const (
 	DeliveryDead      = "dead"
 )
 
-// Named bounds of the dispatcher.
+// Named bounds of the Dispatcher.
 const (
 	webhookConcurrency      = 32  // attempts in flight over all endpoints
 	fanoutBatchEvents       = 256 // outbox events moved per fan-out step
@@ -98,7 +98,7 @@ type DeliveryView struct {
 	Attempts      []DeliveryAttempt `json:"attempts"`
 }
 
-func (d *Delivery) view() DeliveryView {
+func (d *Delivery) View() DeliveryView {
 	var next *string
 	if d.Status == DeliveryPending || d.Status == DeliveryRetrying {
 		next = core.OptionalTimestamp(d.NextAttemptAt)
@@ -111,7 +111,8 @@ func (d *Delivery) view() DeliveryView {
 		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next, CreatedAt: core.Timestamp(d.CreatedAt), Attempts: attempts}
 }
 
-func deliveryKey(endpointID, deliveryID string) []byte {
+// DeliveryKey is wd/<endpoint_id>/<delivery_id>: a delivery record.
+func DeliveryKey(endpointID, deliveryID string) []byte {
 	return persistence.Key(persistence.PrefixDelivery, endpointID+"/"+deliveryID)
 }
 
@@ -121,7 +122,8 @@ func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
 	return append(k, deliveryID...)
 }
 
-type dispatcher struct {
+// Dispatcher is the fan-out loop and the endpoint workers of one engine.
+type Dispatcher struct {
 	env      *core.Env
 	sender   WebhookSender
 	schedule []int
@@ -133,8 +135,9 @@ type dispatcher struct {
 	started  atomic.Bool
 }
 
+// endpointWorker owns one endpoint's deliveries.
 type endpointWorker struct {
-	d        *dispatcher
+	d        *Dispatcher
 	id       string
 	endpoint atomic.Pointer[core.WebhookEndpoint]
 	wake     chan struct{}
@@ -146,31 +149,13 @@ type retryRequest struct {
 	answer     chan core.Reply
 }
 
-// SetWebhookSender starts webhook delivery with sender and the retry
-// schedule (seconds; webhookdelivery.DefaultScheduleSeconds when nil). Without it
-// events stay in the outbox.
-func (e *Engine) SetWebhookSender(sender WebhookSender, schedule []int) {
-	d := e.dispatcher
-	d.sender = sender
-	d.schedule = schedule
-	if d.schedule == nil {
-		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
-	}
-	d.started.Store(true)
-	d.wg.Add(1)
-	go d.fanoutLoop()
-	d.workers.Range(func(_, v any) bool {
-		d.startWorker(v.(*endpointWorker))
-		return true
-	})
+// New is the dispatcher of env's outbox; it delivers nothing before Start.
+func New(env *core.Env) *Dispatcher {
+	return &Dispatcher{env: env, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-func newDispatcher(env *core.Env) *dispatcher {
-	return &dispatcher{env: env, sem: make(chan struct{}, webhookConcurrency), nudge: make(chan struct{}, 1), stop: make(chan struct{})}
-}
-
-// close stops the fan-out loop and every worker, and waits for them.
-func (d *dispatcher) close() {
+// Close stops the fan-out loop and every worker, and waits for them.
+func (d *Dispatcher) Close() {
 	select {
 	case <-d.stop:
 	default:
@@ -179,9 +164,9 @@ func (d *dispatcher) close() {
 	d.wg.Wait()
 }
 
-// ensureWorkers gives every enabled endpoint a worker and updates the
+// EnsureWorkers gives every enabled endpoint a worker and updates the
 // endpoint each worker sees (a disabled endpoint's worker idles).
-func (d *dispatcher) ensureWorkers(eps []*core.WebhookEndpoint) {
+func (d *Dispatcher) EnsureWorkers(eps []*core.WebhookEndpoint) {
 	for _, ep := range eps {
 		v, loaded := d.workers.LoadOrStore(ep.ID, &endpointWorker{d: d, id: ep.ID, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue)})
 		w := v.(*endpointWorker)
@@ -192,14 +177,14 @@ func (d *dispatcher) ensureWorkers(eps []*core.WebhookEndpoint) {
 	}
 }
 
-func (d *dispatcher) startWorker(w *endpointWorker) {
+func (d *Dispatcher) startWorker(w *endpointWorker) {
 	d.wg.Add(1)
 	go w.run()
 }
 
-// idleWorkers tells the workers of disabled endpoints: each idles from
+// IdleWorkers tells the workers of disabled endpoints: each idles from
 // then on.
-func (d *dispatcher) idleWorkers(eps []*core.WebhookEndpoint) {
+func (d *Dispatcher) IdleWorkers(eps []*core.WebhookEndpoint) {
 	for _, ep := range eps {
 		if v, ok := d.workers.Load(ep.ID); ok {
 			v.(*endpointWorker).endpoint.Store(ep)
@@ -208,14 +193,14 @@ func (d *dispatcher) idleWorkers(eps []*core.WebhookEndpoint) {
 }
 
 // nudgeFanout wakes the fan-out loop (events were written to the outbox).
-func (d *dispatcher) nudgeFanout() {
+func (d *Dispatcher) nudgeFanout() {
 	select {
 	case d.nudge <- struct{}{}:
 	default:
 	}
 }
 
-func (d *dispatcher) fanoutLoop() {
+func (d *Dispatcher) fanoutLoop() {
 	defer d.wg.Done()
 	t := time.NewTicker(fanoutIntervalMillis * time.Millisecond)
 	defer t.Stop()
@@ -233,7 +218,7 @@ func (d *dispatcher) fanoutLoop() {
 
 // fanout moves up to fanoutBatchEvents outbox events into deliveries, in
 // one durable batch, and returns how many it moved.
-func (d *dispatcher) fanout() int {
+func (d *Dispatcher) fanout() int {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
@@ -260,7 +245,7 @@ func (d *dispatcher) fanout() int {
 			}
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
 				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
-			b.Set(deliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
+			b.Set(DeliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
 			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
 			woken[ep.ID] = true
@@ -338,7 +323,7 @@ func (w *endpointWorker) deliverDue() {
 // attempt makes one delivery attempt and records it durably.
 func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryID string) {
 	env := w.d.env
-	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
+	raw, err := env.Store.Get(DeliveryKey(w.id, deliveryID))
 	if err != nil {
 		return
 	}
@@ -396,7 +381,7 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 	if len(dl.Attempts) > maxAttemptsKept {
 		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
 	}
-	b.Set(deliveryKey(w.id, dl.ID), core.MustJSON(dl))
+	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
 		// Not recorded: the delivery is still due as before and is
 		// attempted again (delivery is at least once).
@@ -425,23 +410,23 @@ func (w *endpointWorker) await(done <-chan webhookdelivery.Attempt, inFlight str
 
 // inFlight answers a manual retry of the delivery being attempted.
 func (w *endpointWorker) inFlight(deliveryID string) core.Reply {
-	raw, err := w.d.env.Store.Get(deliveryKey(w.id, deliveryID))
+	raw, err := w.d.env.Store.Get(DeliveryKey(w.id, deliveryID))
 	if err != nil {
-		return core.Reply{Err: errDeliveryNotFound(deliveryID)}
+		return core.Reply{Err: ErrDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
 		return core.Reply{Err: apierr.New(apierr.Internal, "unreadable delivery")}
 	}
-	return core.Reply{Status: 200, Body: core.MustJSON(dl.view())}
+	return core.Reply{Status: 200, Body: core.MustJSON(dl.View())}
 }
 
 // requeue makes a dead or retrying delivery due now (manual retry).
 func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	env := w.d.env
-	raw, err := env.Store.Get(deliveryKey(w.id, deliveryID))
+	raw, err := env.Store.Get(DeliveryKey(w.id, deliveryID))
 	if err != nil {
-		return core.Reply{Err: errDeliveryNotFound(deliveryID)}
+		return core.Reply{Err: ErrDeliveryNotFound(deliveryID)}
 	}
 	var dl Delivery
 	if json.Unmarshal(raw, &dl) != nil {
@@ -451,7 +436,7 @@ func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	case DeliverySucceeded:
 		return core.Reply{Err: apierr.New(apierr.Conflict, "delivery %s already succeeded; there is nothing to redeliver", deliveryID)}
 	case DeliveryPending:
-		return core.Reply{Status: 200, Body: core.MustJSON(dl.view())} // already due
+		return core.Reply{Status: 200, Body: core.MustJSON(dl.View())} // already due
 	}
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
@@ -461,13 +446,59 @@ func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
-	b.Set(deliveryKey(w.id, dl.ID), core.MustJSON(dl))
+	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
 		return core.Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}
-	return core.Reply{Status: 200, Body: core.MustJSON(dl.view())}
+	return core.Reply{Status: 200, Body: core.MustJSON(dl.View())}
 }
 
-func errDeliveryNotFound(id string) *apierr.Error {
+// ErrDeliveryNotFound is the 404 of a delivery the endpoint does not have.
+func ErrDeliveryNotFound(id string) *apierr.Error {
 	return apierr.New(apierr.InvalidRequest, "no delivery %q for this endpoint", id).WithStatus(404).WithDetails("field", "delivery_id")
+}
+
+// Start starts delivery with sender and the retry schedule (seconds;
+// webhookdelivery.DefaultScheduleSeconds when nil): the fan-out loop and a
+// worker for every endpoint registered so far. Without it events stay in
+// the outbox.
+func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
+	d.sender = sender
+	d.schedule = schedule
+	if d.schedule == nil {
+		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
+	}
+	d.started.Store(true)
+	d.wg.Add(1)
+	go d.fanoutLoop()
+	d.workers.Range(func(_, v any) bool {
+		d.startWorker(v.(*endpointWorker))
+		return true
+	})
+}
+
+// Retry makes a dead or retrying delivery of an enabled endpoint due now
+// (POST .../deliveries/{delivery_id}/retry). The endpoint's worker applies
+// it, so no two attempts of one delivery race; the answer is the delivery
+// as it then is.
+func (d *Dispatcher) Retry(endpointID, deliveryID string) core.Reply {
+	v, ok := d.workers.Load(endpointID)
+	if !ok || !d.started.Load() {
+		return core.Reply{Err: apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)}
+	}
+	w := v.(*endpointWorker)
+	if ep := w.endpoint.Load(); ep == nil || ep.Status != core.EndpointEnabled {
+		return core.Reply{Err: apierr.New(apierr.Conflict, "webhook endpoint %s is disabled; its deliveries cannot be retried", endpointID)}
+	}
+	ch := make(chan core.Reply, 1)
+	select {
+	case w.retry <- retryRequest{deliveryID: deliveryID, answer: ch}:
+	default:
+		return core.Reply{Err: apierr.New(apierr.RateLimited, "too many retries queued for this endpoint; try again shortly")}
+	}
+	r := <-ch
+	if r.Err == nil {
+		w.poke()
+	}
+	return r
 }
