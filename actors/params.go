@@ -3,12 +3,17 @@ package actors
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/apierr"
+	"rtcd/mail"
+	"rtcd/webhookdelivery"
 )
 
 // Named bounds of request fields. docs/api.md lists them.
@@ -206,4 +211,155 @@ func validateParticipant(p *ParticipantParams) (room.NewParticipant, *apierr.Err
 		return v, err
 	}
 	return v, nil
+}
+
+// Request bodies of the dashboard routes. Pointers tell absent from zero.
+type (
+	// EmailStartParams is the body of POST /v1/auth/email/start.
+	EmailStartParams struct {
+		Email           *string `json:"email"`
+		InvitationToken *string `json:"invitation_token"`
+	}
+	// EmailTokenParams is the body of POST /v1/auth/email/peek and verify.
+	EmailTokenParams struct {
+		Token *string `json:"token"`
+	}
+	// NameParams is the body of PATCH /v1/me, POST and PATCH of accounts
+	// and projects.
+	NameParams struct {
+		Name *string `json:"name"`
+	}
+	// MemberParams is the body of PATCH /v1/accounts/{id}/members/{user_id}.
+	MemberParams struct {
+		Role *string `json:"role"`
+	}
+	// InvitationParams is the body of POST /v1/accounts/{id}/invitations.
+	InvitationParams struct {
+		Email *string `json:"email"`
+		Role  *string `json:"role"`
+	}
+	// AcceptParams is the body of POST /v1/invitations/accept.
+	AcceptParams struct {
+		InvitationToken *string `json:"invitation_token"`
+	}
+)
+
+// Bounds of the dashboard's request fields.
+const (
+	// MaxDisplayNameBytes bounds user, workspace and project names.
+	MaxDisplayNameBytes = 128
+	// maxPlausibleEmailBytes: a longer "address" is not one (RFC 5321).
+	maxPlausibleEmailBytes = mail.MaxAddressBytes
+	// SignInStartsPerIPPerMinute limits POST /v1/auth/email/start per
+	// source IP (429); the per-address limit is SignInMailsPerAddressPerHour.
+	SignInStartsPerIPPerMinute = 10
+	// SignInAttemptsPerIPPerMinute limits peek, verify and Google sign-in
+	// per source IP (429).
+	SignInAttemptsPerIPPerMinute = 30
+)
+
+// emailStartAccepted is the one body of POST /v1/auth/email/start: the same
+// bytes whether or not the address has an account, is malformed but
+// plausible, or is over its limit, so the answer tells nothing.
+var emailStartAccepted = []byte(`{"object":"email_sign_in","status":"accepted","message":"If the address can sign in, a link is on its way."}`)
+
+// EmailStartAccepted returns the 202 body of POST /v1/auth/email/start.
+func EmailStartAccepted() []byte { return append([]byte(nil), emailStartAccepted...) }
+
+// normalizeEmail trims and lowercases an address; ok is false when it is
+// not even plausible (no @, too long, control characters): those get 400.
+func normalizeEmail(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || len(s) > maxPlausibleEmailBytes || strings.Count(s, "@") != 1 || strings.HasPrefix(s, "@") || strings.HasSuffix(s, "@") {
+		return "", false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == ' ' {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// deliverableEmail normalizes an address and reports whether mail can be
+// sent to it: plausible (normalizeEmail) and a valid bare address.
+func deliverableEmail(s string) (string, bool) {
+	email, ok := normalizeEmail(s)
+	if !ok {
+		return "", false
+	}
+	_, err := mail.ParseAddress(email)
+	return email, err == nil
+}
+
+func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
+	if p.Name == nil {
+		if required {
+			return "", apierr.Invalid("name", "name is required")
+		}
+		return "", nil
+	}
+	if err := checkText("name", p.Name, MaxDisplayNameBytes); err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(*p.Name)
+	if name == "" {
+		return "", apierr.Invalid("name", "name must not be empty")
+	}
+	return name, nil
+}
+
+func validRole(role string) bool {
+	return role == directory.RoleOwner || role == directory.RoleAdmin || role == directory.RoleMember
+}
+
+// EndpointParams is the body of POST /v1/webhook-endpoints.
+type EndpointParams struct {
+	URL    *string  `json:"url"`
+	Events []string `json:"events"`
+}
+
+// validateEndpoint checks a create request: an https URL that is not a
+// forbidden destination, and known, distinct event types. An omitted events
+// list subscribes to every type; an empty one is refused (it would receive
+// nothing).
+func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.Error) {
+	if p.URL == nil || *p.URL == "" {
+		return "", nil, apierr.Invalid("url", "url is required: the https address that receives events")
+	}
+	u, err := webhookdelivery.CheckURL(*p.URL, e.env.Settings.WebhookAllowPrivate)
+	if err != nil {
+		return "", nil, apierr.Invalid("url", "url is not allowed: %v", err)
+	}
+	if p.Events == nil {
+		return u.String(), nil, nil
+	}
+	if len(p.Events) == 0 {
+		return "", nil, apierr.Invalid("events", "events must list at least one event type, or be omitted for all").
+			WithDetails("allowed", core.EventTypes)
+	}
+	if len(p.Events) > len(core.EventTypes) {
+		return "", nil, apierr.Invalid("events", "events may list at most %d types", len(core.EventTypes))
+	}
+	seen := map[string]bool{}
+	for _, t := range p.Events {
+		known := false
+		for _, k := range core.EventTypes {
+			known = known || k == t
+		}
+		if !known {
+			return "", nil, apierr.Invalid("events", "unknown event type %q", t).WithDetails("allowed", core.EventTypes)
+		}
+		if seen[t] {
+			return "", nil, apierr.Invalid("events", "event type %q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	return u.String(), append([]string(nil), p.Events...), nil
+}
+
+// TopupParams is the body of POST /v1/billing/topups.
+type TopupParams struct {
+	Amount *string `json:"amount"`
+	Method *string `json:"method"`
 }

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,35 +17,7 @@ import (
 // t0 is the instant the test rooms and projects are created.
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-// mustApply applies one event and fails the test if it does not apply.
-func mustApply[E any, S core.State[E]](t *testing.T, s S, e *E) {
-	t.Helper()
-	if err := s.Apply(e); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-
-// offset renders a time as seconds after t0, or "-" for the zero time.
-func offset(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return fmt.Sprintf("%+d", int(t.Sub(t0)/time.Second))
-}
-
-// roundTrip passes v through its journal or snapshot encoding.
-func roundTrip[T any](t *testing.T, v *T) *T {
-	t.Helper()
-	var out T
-	if err := json.Unmarshal(core.Encode(v), &out); err != nil {
-		t.Fatalf("decode %T: %v", v, err)
-	}
-	return &out
-}
-
-// --- project -------------------------------------------------------------
 
 // TestUpgradeKeyRecord: the list serves ki/ records written before
 // last_used_at existed with the field as null, and current records as

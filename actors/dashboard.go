@@ -1,173 +1,14 @@
 package actors
 
 import (
-	"net/url"
-	"strings"
-	"time"
-
 	"rtcd/actors/core"
 	"rtcd/actors/directory"
+	"rtcd/actors/project"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
-	"rtcd/mail"
 	"rtcd/persistence"
 )
-
-// Request bodies of the dashboard routes. Pointers tell absent from zero.
-type (
-	// EmailStartParams is the body of POST /v1/auth/email/start.
-	EmailStartParams struct {
-		Email           *string `json:"email"`
-		InvitationToken *string `json:"invitation_token"`
-	}
-	// EmailTokenParams is the body of POST /v1/auth/email/peek and verify.
-	EmailTokenParams struct {
-		Token *string `json:"token"`
-	}
-	// NameParams is the body of PATCH /v1/me, POST and PATCH of accounts
-	// and projects.
-	NameParams struct {
-		Name *string `json:"name"`
-	}
-	// MemberParams is the body of PATCH /v1/accounts/{id}/members/{user_id}.
-	MemberParams struct {
-		Role *string `json:"role"`
-	}
-	// InvitationParams is the body of POST /v1/accounts/{id}/invitations.
-	InvitationParams struct {
-		Email *string `json:"email"`
-		Role  *string `json:"role"`
-	}
-	// AcceptParams is the body of POST /v1/invitations/accept.
-	AcceptParams struct {
-		InvitationToken *string `json:"invitation_token"`
-	}
-)
-
-// Bounds of the dashboard's request fields.
-const (
-	// MaxDisplayNameBytes bounds user, workspace and project names.
-	MaxDisplayNameBytes = 128
-	// maxPlausibleEmailBytes: a longer "address" is not one (RFC 5321).
-	maxPlausibleEmailBytes = mail.MaxAddressBytes
-	// SignInStartsPerIPPerMinute limits POST /v1/auth/email/start per
-	// source IP (429); the per-address limit is SignInMailsPerAddressPerHour.
-	SignInStartsPerIPPerMinute = 10
-	// SignInAttemptsPerIPPerMinute limits peek, verify and Google sign-in
-	// per source IP (429).
-	SignInAttemptsPerIPPerMinute = 30
-)
-
-// emailStartAccepted is the one body of POST /v1/auth/email/start: the same
-// bytes whether or not the address has an account, is malformed but
-// plausible, or is over its limit, so the answer tells nothing.
-var emailStartAccepted = []byte(`{"object":"email_sign_in","status":"accepted","message":"If the address can sign in, a link is on its way."}`)
-
-// EmailStartAccepted returns the 202 body of POST /v1/auth/email/start.
-func EmailStartAccepted() []byte { return append([]byte(nil), emailStartAccepted...) }
-
-// normalizeEmail trims and lowercases an address; ok is false when it is
-// not even plausible (no @, too long, control characters): those get 400.
-func normalizeEmail(s string) (string, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "" || len(s) > maxPlausibleEmailBytes || strings.Count(s, "@") != 1 || strings.HasPrefix(s, "@") || strings.HasSuffix(s, "@") {
-		return "", false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == ' ' {
-			return "", false
-		}
-	}
-	return s, true
-}
-
-// deliverableEmail normalizes an address and reports whether mail can be
-// sent to it: plausible (normalizeEmail) and a valid bare address.
-func deliverableEmail(s string) (string, bool) {
-	email, ok := normalizeEmail(s)
-	if !ok {
-		return "", false
-	}
-	_, err := mail.ParseAddress(email)
-	return email, err == nil
-}
-
-func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
-	if p.Name == nil {
-		if required {
-			return "", apierr.Invalid("name", "name is required")
-		}
-		return "", nil
-	}
-	if err := checkText("name", p.Name, MaxDisplayNameBytes); err != nil {
-		return "", err
-	}
-	name := strings.TrimSpace(*p.Name)
-	if name == "" {
-		return "", apierr.Invalid("name", "name must not be empty")
-	}
-	return name, nil
-}
-
-// --- authentication ----------------------------------------------------------
-
-// lookupSession resolves a session token, checking expiry and idle time,
-// and notes its use.
-func (e *Engine) lookupSession(token string) (*core.LiveSession, *apierr.Error) {
-	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
-		return nil, directory.ErrBadSession
-	}
-	ls, ok := e.sessions.Lookup(e.env.Keys.HashDashboardSecret(token))
-	if !ok {
-		return nil, directory.ErrBadSession
-	}
-	now := e.env.Clock.Now()
-	if !now.Before(ls.ExpiresAt()) || now.Sub(ls.LastSeen()) >= directory.SessionIdleTimeout {
-		return nil, directory.ErrBadSession
-	}
-	if ls.NoteUse(now, directory.SessionTouchInterval) {
-		e.system.Root.Send(e.directory, directory.TouchSession{Hash: ls.Hash(), At: now})
-	}
-	return ls, nil
-}
-
-// AuthenticateSession resolves a dashboard session token (rtc_us_).
-func (e *Engine) AuthenticateSession(token string) (*core.DashboardUser, *apierr.Error) {
-	ls, err := e.lookupSession(token)
-	if err != nil {
-		return nil, err
-	}
-	return &core.DashboardUser{UserID: ls.UserID(), SessionHash: ls.Hash()}, nil
-}
-
-// AuthenticateSessionForProject resolves a session used on a project route
-// with X-Project-Id: the scopes come from the user's role in the project's
-// workspace. A project that does not exist, is archived, or belongs to a
-// workspace the user is not a member of is a 404, so ids do not leak.
-func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*core.Caller, *apierr.Error) {
-	ls, err := e.lookupSession(token)
-	if err != nil {
-		return nil, err
-	}
-	notFound := directory.ErrNoProject(projectID).WithDetails("header", "X-Project-Id")
-	if !ids.Valid(projectID, ids.Project) {
-		return nil, notFound
-	}
-	h, ok := e.project(projectID)
-	if !ok {
-		return nil, notFound
-	}
-	p := h.gate.Record.Load()
-	if p == nil || p.Status != core.ProjectActive {
-		return nil, notFound
-	}
-	role, ok := e.sessions.RoleOf(ls.UserID(), p.AccountID)
-	if !ok {
-		return nil, notFound
-	}
-	return &core.Caller{ProjectID: projectID, ActorType: "user", ActorID: ls.UserID(), Scopes: directory.RoleScopes(role), Role: role}, nil
-}
 
 // --- e-mail sign-in --------------------------------------------------------
 
@@ -356,28 +197,147 @@ func (e *Engine) ListAccountAuditLogs(u *core.DashboardUser, accountID string, l
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixAccountAudit, accountID), limit, false, nil)
 }
 
-// --- the mail ------------------------------------------------------------------
+// --- projects ------------------------------------------------------------------
 
-// signInMail is the sign-in message with the link; its token is the link's
-// token query parameter.
-func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail {
-	link := e.dashboardLink("/sign-in/email", url.Values{"token": {token}})
-	text := "Use this link to sign in to rtcd:\n\n" + link +
-		"\n\nIt works once and expires at " + core.Timestamp(expiresAt) + " (" + directory.SignInLinkTTL.String() + ").\n" +
-		"If you did not ask for it, ignore this message.\n"
-	return outgoingMail{kind: "sign_in", link: link, msg: mail.Message{To: to, Subject: "Your rtcd sign-in link", Text: text}}
+// CreateProject creates a project in a workspace (owners and admins).
+func (e *Engine) CreateProject(u *core.DashboardUser, accountID string, p *NameParams) ([]byte, *apierr.Error) {
+	name, err := checkDisplayName(p, true)
+	if err != nil {
+		return nil, err
+	}
+	r := e.ask(e.directory, directory.CreateProject{User: *u, AccountID: accountID, Name: name})
+	return r.Body, r.Err
 }
 
-// invitationMail is the invitation message with its link.
-func (e *Engine) invitationMail(to, token, workspace, inviter string, expiresAt time.Time) outgoingMail {
-	link := e.dashboardLink("/invitations/accept", url.Values{"invitation_token": {token}})
-	text := inviter + " invited you to the rtcd workspace \"" + workspace + "\".\n\nOpen this link to join:\n\n" + link +
-		"\n\nThe invitation is for this address only and expires at " + core.Timestamp(expiresAt) + ".\n"
-	return outgoingMail{kind: "invitation", link: link, msg: mail.Message{To: to, Subject: "You are invited to an rtcd workspace", Text: text}}
+// projectInAccount checks that u is a member of accountID and that
+// projectID belongs to it; anything else is a 404.
+func (e *Engine) projectInAccount(u *core.DashboardUser, accountID, projectID string) (*projectHandle, string, *apierr.Error) {
+	role, ok := e.sessions.RoleOf(u.UserID, accountID)
+	if !ok {
+		return nil, "", directory.ErrNoAccount(accountID)
+	}
+	if !ids.Valid(projectID, ids.Project) {
+		return nil, "", directory.ErrNoProject(projectID)
+	}
+	h, ok := e.project(projectID)
+	if !ok {
+		return nil, "", directory.ErrNoProject(projectID)
+	}
+	if p := h.gate.Record.Load(); p == nil || p.AccountID != accountID {
+		return nil, "", directory.ErrNoProject(projectID)
+	}
+	return h, role, nil
 }
 
-// dashboardLink builds a link on the configured dashboard origin, never
-// on a request's Host header.
-func (e *Engine) dashboardLink(path string, q url.Values) string {
-	return strings.TrimRight(e.mailSettings().DashboardURL, "/") + path + "?" + q.Encode()
+// RenameProject renames a project (owners and admins).
+func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID string, p *NameParams) ([]byte, *apierr.Error) {
+	h, role, err := e.projectInAccount(u, accountID, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if role != directory.RoleOwner && role != directory.RoleAdmin {
+		return nil, apierr.New(apierr.PermissionDenied, "only owners and admins can rename projects").WithDetails("role", role)
+	}
+	name, err := checkDisplayName(p, true)
+	if err != nil {
+		return nil, err
+	}
+	r := e.ask(h.pid, project.Rename{User: *u, Name: name})
+	return r.Body, r.Err
+}
+
+// ArchiveProject archives a project (owners): its API keys are revoked and
+// its webhook endpoints disabled. The directory checks the last-project
+// rule and marks the project as being archived, so that two archives in one
+// workspace cannot both pass the check; the project actor does the work
+// while the directory goes on serving (it never waits on another actor).
+func (e *Engine) ArchiveProject(u *core.DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
+	r := e.ask(e.directory, directory.ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
+	return r.Body, r.Err
+}
+
+// --- members -------------------------------------------------------------------
+
+// ListMembers lists a workspace's members, newest first (any member).
+func (e *Engine) ListMembers(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+	r := e.ask(e.directory, directory.ListMembers{User: *u, AccountID: accountID, Limit: limit})
+	return r.Body, r.Err
+}
+
+// UpdateMember changes a member's role (owners and admins; only owners
+// grant or take the owner role).
+func (e *Engine) UpdateMember(u *core.DashboardUser, accountID, userID string, p *MemberParams) ([]byte, *apierr.Error) {
+	if p.Role == nil || !validRole(*p.Role) {
+		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
+	}
+	role := *p.Role
+	r := e.ask(e.directory, directory.UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
+	return r.Body, r.Err
+}
+
+// RemoveMember removes a member (owners and admins; anyone may leave).
+// Admins cannot remove owners, and the last owner cannot go.
+func (e *Engine) RemoveMember(u *core.DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
+	r := e.ask(e.directory, directory.RemoveMember{User: *u, AccountID: accountID, UserID: userID})
+	return r.Body, r.Err
+}
+
+// --- invitations ---------------------------------------------------------------
+
+// CreateInvitation invites an e-mail address to a workspace (owners and
+// admins) and mails it the link. A pending invitation to the same address
+// is replaced.
+func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *InvitationParams) ([]byte, *apierr.Error) {
+	if p.Email == nil {
+		return nil, apierr.Invalid("email", "email is required")
+	}
+	email, ok := deliverableEmail(*p.Email)
+	if !ok {
+		return nil, apierr.Invalid("email", "email must be an e-mail address")
+	}
+	role := directory.RoleMember
+	if p.Role != nil {
+		if *p.Role != directory.RoleAdmin && *p.Role != directory.RoleMember {
+			return nil, apierr.Invalid("role", "role must be admin or member; make someone owner once they joined")
+		}
+		role = *p.Role
+	}
+	token, terr := auth.NewDashboardSecret(auth.InvitationTokenPrefix)
+	if terr != nil {
+		return nil, apierr.New(apierr.Internal, "could not create an invitation")
+	}
+	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(token))
+	r := e.ask(e.directory, directory.CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
+	if m, ok := r.Value.(directory.InvitationMail); ok {
+		e.enqueueMail(e.invitationMail(m.To, token, m.Workspace, m.Inviter, m.ExpiresAt))
+	}
+	return r.Body, r.Err
+}
+
+// ListInvitations lists a workspace's invitations, newest first (owners and
+// admins); closed ones stay listed for closedInvitationRetention.
+func (e *Engine) ListInvitations(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
+	r := e.ask(e.directory, directory.ListInvitations{User: *u, AccountID: accountID, Limit: limit})
+	return r.Body, r.Err
+}
+
+// RevokeInvitation revokes a pending invitation (owners and admins);
+// idempotent for one already closed.
+func (e *Engine) RevokeInvitation(u *core.DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
+	r := e.ask(e.directory, directory.RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
+	return r.Body, r.Err
+}
+
+// AcceptInvitation adds the signed-in user to the invitation's workspace;
+// the invitation must be addressed to the user's e-mail.
+func (e *Engine) AcceptInvitation(u *core.DashboardUser, p *AcceptParams) ([]byte, *apierr.Error) {
+	if p.InvitationToken == nil {
+		return nil, apierr.Invalid("invitation_token", "invitation_token is required")
+	}
+	if !auth.CheckDashboardSecretFormat(auth.InvitationTokenPrefix, *p.InvitationToken) {
+		return nil, directory.ErrBadInvitation
+	}
+	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
+	r := e.ask(e.directory, directory.AcceptInvitation{User: *u, Hash: hash})
+	return r.Body, r.Err
 }

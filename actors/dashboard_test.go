@@ -18,10 +18,6 @@ import (
 	"rtcd/ratelimit"
 )
 
-// --- apply and index ------------------------------------------------------
-
-// --- the engine ---------------------------------------------------------------
-
 // dirEnv runs an engine over a data directory that survives restarts.
 type dirEnv struct {
 	t     *testing.T

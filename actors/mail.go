@@ -3,8 +3,12 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
+	"rtcd/actors/core"
+	"rtcd/actors/directory"
 	"rtcd/mail"
 )
 
@@ -94,4 +98,28 @@ func (e *Engine) sendMail(m outgoingMail) {
 	if err := mailer.Sender.Send(ctx, m.msg); err != nil {
 		slog.Error("sending dashboard mail failed", "kind", m.kind, "to", m.msg.To, "error", err)
 	}
+}
+
+// signInMail is the sign-in message with the link; its token is the link's
+// token query parameter.
+func (e *Engine) signInMail(to, token string, expiresAt time.Time) outgoingMail {
+	link := e.dashboardLink("/sign-in/email", url.Values{"token": {token}})
+	text := "Use this link to sign in to rtcd:\n\n" + link +
+		"\n\nIt works once and expires at " + core.Timestamp(expiresAt) + " (" + directory.SignInLinkTTL.String() + ").\n" +
+		"If you did not ask for it, ignore this message.\n"
+	return outgoingMail{kind: "sign_in", link: link, msg: mail.Message{To: to, Subject: "Your rtcd sign-in link", Text: text}}
+}
+
+// invitationMail is the invitation message with its link.
+func (e *Engine) invitationMail(to, token, workspace, inviter string, expiresAt time.Time) outgoingMail {
+	link := e.dashboardLink("/invitations/accept", url.Values{"invitation_token": {token}})
+	text := inviter + " invited you to the rtcd workspace \"" + workspace + "\".\n\nOpen this link to join:\n\n" + link +
+		"\n\nThe invitation is for this address only and expires at " + core.Timestamp(expiresAt) + ".\n"
+	return outgoingMail{kind: "invitation", link: link, msg: mail.Message{To: to, Subject: "You are invited to an rtcd workspace", Text: text}}
+}
+
+// dashboardLink builds a link on the configured dashboard origin, never
+// on a request's Host header.
+func (e *Engine) dashboardLink(path string, q url.Values) string {
+	return strings.TrimRight(e.mailSettings().DashboardURL, "/") + path + "?" + q.Encode()
 }

@@ -34,12 +34,6 @@ const (
 	TopupMethodCard     = "card"
 )
 
-// TopupParams is the body of POST /v1/billing/topups.
-type TopupParams struct {
-	Amount *string `json:"amount"`
-	Method *string `json:"method"`
-}
-
 // Checkout is what a payment provider returns for a new top-up.
 type Checkout struct {
 	Provider     string
