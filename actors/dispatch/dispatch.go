@@ -257,7 +257,9 @@ func (d *Dispatcher) fanout() int {
 		return 0
 	}
 	if err := env.Store.CommitAndWait(b); err != nil {
-		return 0 // retried next tick; the outbox entries are still there
+		// Retried next tick: the outbox entries are still there.
+		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
+		return 0
 	}
 	for id := range woken {
 		if v, ok := d.workers.Load(id); ok {
