@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
+	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/money"
@@ -19,10 +22,10 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	dir := t.TempDir()
 	keys, _ := auth.DeriveKeys(make([]byte, 32))
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	billing := Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
+	billing := core.Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
 		LowCreditThreshold: 1_000_000, MinimumCreditToStart: 0, SettleInterval: time.Minute, BootstrapCredit: 10_000_000}
-	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
-		DefaultLimits: Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
+	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
+		DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
 			RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
 		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000, Billing: billing}
 	open := func() (*persistence.Store, *Engine) {
@@ -46,10 +49,10 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	}
 
 	store, e := open()
-	var caller *Caller
-	for _, rec := range *e.apiKeys.m.Load() { // the bootstrap key is the only one
-		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
-	}
+	var caller *core.Caller
+	e.env.APIKeys.Range(func(rec *core.KeyRecord) { // the bootstrap key is the only one
+		caller = &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
+	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -71,11 +74,11 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 		} `json:"participant"`
 	}
 	_ = json.Unmarshal(res.Body, &cs)
-	e.MediaJoined(MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()})
+	e.MediaJoined(room.MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()})
 
 	clk.Advance(90 * time.Second)
 	rh, _ := e.room(roomID)
-	e.system.Root.Send(rh.pid, sweep{}) // settles 90 s
+	e.system.Root.Send(rh.pid, core.Sweep{}) // settles 90 s
 	if _, aerr := e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil); aerr != nil {
 		t.Fatal(aerr) // queued behind the sweep: the settlement is done
 	}
@@ -86,10 +89,10 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	store, e = open()
 	defer func() { e.Stop(); _ = store.Close() }()
-	var rec UsageRecord
+	var rec room.UsageRecord
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v, err := e.store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+cs.SessionID))
+		v, err := e.env.Store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+cs.SessionID))
 		if err == nil {
 			_ = json.Unmarshal(v, &rec)
 			break
@@ -104,14 +107,14 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 	}
 	// 90 s at 0.001 per second = 0.090000, charged once.
 	w, _ := e.wallet(e.limitsAccount(caller))
-	r := e.ask(w.pid, &getWallet{})
-	if got := money.Micros(r.value.(walletReading).balance); got != 10_000_000-90_000 {
+	r := e.ask(w.pid, wallet.Read{})
+	if got := money.Micros(r.Value.(wallet.Reading).Balance); got != 10_000_000-90_000 {
 		t.Fatalf("balance %s, want 9.910000", got)
 	}
 }
 
 // limitsAccount is the workspace of the caller's project.
-func (e *Engine) limitsAccount(c *Caller) string {
+func (e *Engine) limitsAccount(c *core.Caller) string {
 	h, _ := e.project(c.ProjectID)
-	return h.shared.project.Load().AccountID
+	return h.gate.Record.Load().AccountID
 }

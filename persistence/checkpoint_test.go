@@ -19,9 +19,7 @@ func TestCheckpointHoldsEveryAcknowledgedWrite(t *testing.T) {
 	defer s.Close()
 	put := func(key string) {
 		b := s.NewBatch()
-		if err := b.Set([]byte(key), []byte("v"), nil); err != nil {
-			t.Fatal(err)
-		}
+		b.Set([]byte(key), []byte("v"))
 		done := make(chan struct{})
 		s.Commit(b, func() { close(done) })
 		<-done
