@@ -499,8 +499,14 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Region is the server's configured region.
-func (e *Engine) Region() string { return e.env.Settings.Region }
+// Region is the server's configured region ("" on an engine that was never
+// started: the route table is built over one to list the routes).
+func (e *Engine) Region() string {
+	if e.env == nil {
+		return ""
+	}
+	return e.env.Settings.Region
+}
 
 func (e *Engine) spawnDirectory(rec *core.Recovery) {
 	a := directory.New(e.env, e.sessions, rec)
