@@ -257,6 +257,47 @@ func TestMediaTokenRoundTrip(t *testing.T) {
 	}
 }
 
+// A media token carries its issue time to the nanosecond (the control plane
+// orders a participant's sessions by it); the zero time round-trips as
+// zero.
+func TestMediaTokenIssuedAt(t *testing.T) {
+	k := testKeys(t, 1)
+	for _, issued := range []time.Time{testNow.Add(-1234567 * time.Nanosecond), {}} {
+		c := testMediaClaims()
+		c.IssuedAt = issued
+		got, err := k.MediaVerifier().Verify(k.SignMediaToken(c), testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.IssuedAt.Equal(issued) || got.IssuedAt.IsZero() != issued.IsZero() {
+			t.Fatalf("issued at %v, want %v", got.IssuedAt, issued)
+		}
+	}
+}
+
+// A media token signed by the release before (payload version 1, no issue
+// time) still verifies, as issued at the zero time; a participant token
+// never reads version 2.
+func TestMediaTokenVersion1StillVerifies(t *testing.T) {
+	k := testKeys(t, 1)
+	c := testMediaClaims()
+	before := tokenKind{prefix: mediaTokenKind.prefix, fieldPrefixes: mediaTokenKind.fieldPrefixes}
+	old := before.sign(k.mediaToken, c.ExpiresAt, testNow, c.SessionID, c.ProjectID, c.RoomID, c.ParticipantID, c.Role)
+	got, err := k.MediaVerifier().Verify(old, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SessionID != c.SessionID || !got.IssuedAt.IsZero() {
+		t.Fatalf("version 1 token read as %+v", got)
+	}
+	p := testParticipantClaims()
+	issuedKind := tokenKind{prefix: participantTokenKind.prefix, fieldPrefixes: participantTokenKind.fieldPrefixes, issued: true}
+	v2 := issuedKind.sign(k.participantToken, p.ExpiresAt, testNow, p.ProjectID, p.RoomID, p.ParticipantID)
+	if _, err := k.VerifyParticipantToken(v2, testNow); !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("a version 2 participant token: %v, want ErrTokenInvalid", err)
+	}
+}
+
 func TestMaximalClaimsFit(t *testing.T) {
 	k := testKeys(t, 1)
 	id := func(prefix string) string { return prefix + strings.Repeat("x", MaxIDLength-len(prefix)) }

@@ -14,6 +14,7 @@ const mediaTokenFieldCount = 5
 var mediaTokenKind = tokenKind{
 	prefix:        mediaTokenPrefix,
 	fieldPrefixes: []string{sessionIDPrefix, projectIDPrefix, roomIDPrefix, participantIDPrefix, ""},
+	issued:        true,
 }
 
 // MediaClaims is what a media token asserts: this client session may use
@@ -22,7 +23,11 @@ var mediaTokenKind = tokenKind{
 //
 // SessionID starts with cs_; the other ids follow the rules on
 // ParticipantClaims. Role must be non-empty. Every field is at most
-// MaxIDLength bytes. ExpiresAt is carried with one-second precision.
+// MaxIDLength bytes. ExpiresAt is carried with one-second precision;
+// IssuedAt, when the connect session was created, to the nanosecond. The
+// control plane orders a participant's sessions by it: a join with a token
+// issued before the participant's latest session is refused. A token
+// signed by the release before carries none (the zero time, the oldest).
 type MediaClaims struct {
 	SessionID     string
 	ProjectID     string
@@ -30,12 +35,13 @@ type MediaClaims struct {
 	ParticipantID string
 	Role          string
 	ExpiresAt     time.Time
+	IssuedAt      time.Time
 }
 
 // SignMediaToken returns a media token for c. Claims that break the rules on
 // MediaClaims still produce a token, but one that never verifies.
 func (k Keys) SignMediaToken(c MediaClaims) string {
-	return mediaTokenKind.sign(k.mediaToken, c.ExpiresAt, c.SessionID, c.ProjectID, c.RoomID, c.ParticipantID, c.Role)
+	return mediaTokenKind.sign(k.mediaToken, c.ExpiresAt, c.IssuedAt, c.SessionID, c.ProjectID, c.RoomID, c.ParticipantID, c.Role)
 }
 
 // MediaVerifier verifies media tokens. It holds only the media token key, so
@@ -62,7 +68,7 @@ func (k Keys) MediaVerifier() MediaVerifier {
 // whatever token contains.
 func (v MediaVerifier) Verify(token string, now time.Time) (MediaClaims, error) {
 	var f [mediaTokenFieldCount]string
-	expiresAt, err := mediaTokenKind.verify(v.key, token, now, f[:])
+	expiresAt, issuedAt, err := mediaTokenKind.verify(v.key, token, now, f[:])
 	if err != nil {
 		return MediaClaims{}, err
 	}
@@ -73,6 +79,7 @@ func (v MediaVerifier) Verify(token string, now time.Time) (MediaClaims, error) 
 		ParticipantID: f[3],
 		Role:          f[4],
 		ExpiresAt:     expiresAt,
+		IssuedAt:      issuedAt,
 	}, nil
 }
 

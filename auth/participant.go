@@ -43,7 +43,7 @@ type ParticipantClaims struct {
 // the rules on ParticipantClaims still produce a token, but one that never
 // verifies (see tokenKind.sign for why there is no error return).
 func (k Keys) SignParticipantToken(c ParticipantClaims) string {
-	return participantTokenKind.sign(k.participantToken, c.ExpiresAt, c.ProjectID, c.RoomID, c.ParticipantID)
+	return participantTokenKind.sign(k.participantToken, c.ExpiresAt, time.Time{}, c.ProjectID, c.RoomID, c.ParticipantID)
 }
 
 // VerifyParticipantToken returns the claims of an authentic, well-formed
@@ -52,7 +52,7 @@ func (k Keys) SignParticipantToken(c ParticipantClaims) string {
 // never panics, whatever token contains.
 func (k Keys) VerifyParticipantToken(token string, now time.Time) (ParticipantClaims, error) {
 	var f [participantTokenFieldCount]string
-	expiresAt, err := participantTokenKind.verify(k.participantToken, token, now, f[:])
+	expiresAt, _, err := participantTokenKind.verify(k.participantToken, token, now, f[:])
 	if err != nil {
 		return ParticipantClaims{}, err
 	}

@@ -18,13 +18,23 @@ import (
 // JSON unescaped. The MAC covers the prefix as well as the payload, and each
 // kind has its own key, so a token of one kind can never verify as another.
 //
-// Payload (version 1), a length-prefixed binary encoding rather than JSON so
-// verification needs no reflection and almost no allocation:
+// Payload, a length-prefixed binary encoding rather than JSON so
+// verification needs no reflection and almost no allocation. Version 1:
 //
 //	offset 0:  version, 1 byte (tokenVersion)
 //	offset 1:  expires-at, 8 bytes, big-endian int64 Unix seconds
 //	offset 9:  fields, in the order fixed by the token kind, each encoded as
 //	           a 1-byte length (0..MaxIDLength) followed by that many bytes
+//
+// Version 2 (tokenVersionIssued), signed for the kinds that carry an issue
+// time (media tokens), inserts after expires-at:
+//
+//	offset 9:  issued-at, 8 bytes, big-endian int64 Unix nanoseconds (0: none)
+//	offset 17: fields, as in version 1
+//
+// A kind with an issue time still verifies version 1 tokens (signed by the
+// release before, at most one media token lifetime old); their issue time
+// reads as the zero time, the oldest there is.
 //
 // Trailing bytes after the last field are invalid, so every set of claims has
 // exactly one encoding.
@@ -34,18 +44,20 @@ const (
 	// MaxTokenLength bounds the input Verify will even look at, so a
 	// hostile multi-megabyte "token" costs nothing to reject and the decode
 	// buffer can live on the stack.
-	MaxTokenLength = 512
+	MaxTokenLength = 544
 	// MaxIDLength is the longest id (or role) a token can carry, in bytes.
 	MaxIDLength = 64
 )
 
 // Encoding constants. Lengths are in bytes.
 const (
-	tokenVersion   = 1
-	tokenSeparator = '.'
+	tokenVersion       = 1
+	tokenVersionIssued = 2
+	tokenSeparator     = '.'
 
 	versionLength       = 1
 	expiresAtLength     = 8
+	issuedAtLength      = 8
 	fieldLengthLength   = 1
 	payloadHeaderLength = versionLength + expiresAtLength
 
@@ -60,7 +72,7 @@ const (
 	// for verify to see the field is too long and reject it (see
 	// tokenKind.sign), never more.
 	maxEncodedFieldLength = MaxIDLength + 1
-	maxPayloadLength      = payloadHeaderLength + maxTokenFields*(fieldLengthLength+maxEncodedFieldLength)
+	maxPayloadLength      = payloadHeaderLength + issuedAtLength + maxTokenFields*(fieldLengthLength+maxEncodedFieldLength)
 	maxPrefixLength       = max(len(participantTokenPrefix), len(mediaTokenPrefix))
 	maxSignedTokenLength  = maxPrefixLength + (maxPayloadLength*8+5)/6 + 1 + macEncodedLength
 )
@@ -97,10 +109,13 @@ type tokenKind struct {
 	// start with. A field must be longer than its prefix, so "" means
 	// "any non-empty value".
 	fieldPrefixes []string
+	// issued says the kind carries its issue time (payload version 2).
+	issued bool
 }
 
 // sign returns a token for fields (which must be in fieldPrefixes order)
-// expiring at expiresAt, truncated to whole seconds.
+// expiring at expiresAt, truncated to whole seconds, and issued at issuedAt
+// (kept to the nanosecond, for the kinds that carry it; ignored by others).
 //
 // The exported Sign methods have no error return, so sign does not
 // validate: it encodes whatever it is given such that verify rejects claims
@@ -108,10 +123,21 @@ type tokenKind struct {
 // to MaxIDLength+1 bytes, which keeps the token within MaxTokenLength yet
 // still fails verification, instead of being cut to a shorter, valid,
 // different id. Invalid claims therefore fail closed, at verification.
-func (t tokenKind) sign(key [32]byte, expiresAt time.Time, fields ...string) string {
+func (t tokenKind) sign(key [32]byte, expiresAt, issuedAt time.Time, fields ...string) string {
 	var payloadBuf [maxPayloadLength]byte
-	payload := append(payloadBuf[:0], tokenVersion)
-	payload = binary.BigEndian.AppendUint64(payload, uint64(expiresAt.Unix()))
+	var payload []byte
+	if t.issued {
+		payload = append(payloadBuf[:0], tokenVersionIssued)
+		payload = binary.BigEndian.AppendUint64(payload, uint64(expiresAt.Unix()))
+		var nanos int64 // 0 stands for the zero time, whose UnixNano overflows
+		if !issuedAt.IsZero() {
+			nanos = issuedAt.UnixNano()
+		}
+		payload = binary.BigEndian.AppendUint64(payload, uint64(nanos))
+	} else {
+		payload = append(payloadBuf[:0], tokenVersion)
+		payload = binary.BigEndian.AppendUint64(payload, uint64(expiresAt.Unix()))
+	}
 	for _, f := range fields {
 		if len(f) > maxEncodedFieldLength {
 			f = f[:maxEncodedFieldLength]
@@ -131,28 +157,29 @@ func (t tokenKind) sign(key [32]byte, expiresAt time.Time, fields ...string) str
 
 // verify checks token and, if it is authentic, well formed and unexpired,
 // fills fields (len(fields) must equal len(t.fieldPrefixes)) and returns the
-// expiry. On error fields must be ignored.
+// expiry and the issue time (zero for a kind without one, or a version 1
+// token). On error fields must be ignored.
 //
 // Order matters: the MAC is checked before the payload is parsed, so the
 // parser only ever sees bytes we signed ourselves.
-func (t tokenKind) verify(key [32]byte, token string, now time.Time, fields []string) (time.Time, error) {
+func (t tokenKind) verify(key [32]byte, token string, now time.Time, fields []string) (expiresAt, issuedAt time.Time, err error) {
 	// An all-zero key means a zero Keys or MediaVerifier: refuse rather
 	// than accept tokens anyone could compute.
 	if key == ([32]byte{}) || len(fields) != len(t.fieldPrefixes) {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 	if len(token) > MaxTokenLength || !strings.HasPrefix(token, t.prefix) {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 	dot := strings.IndexByte(token, tokenSeparator)
 	if dot < 0 {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 	signed, payloadText, macText := token[:dot], token[len(t.prefix):dot], token[dot+1:]
 	// The explicit charset check also rules out a second '.', and CR/LF,
 	// which encoding/base64 would otherwise silently skip.
 	if len(macText) != macEncodedLength || !isBase64URL(payloadText) || !isBase64URL(macText) {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 
 	// Decode wants []byte; copying into a stack buffer avoids the heap
@@ -161,7 +188,7 @@ func (t tokenKind) verify(key [32]byte, token string, now time.Time, fields []st
 	var gotMAC [macLength]byte
 	n, err := tokenEncoding.Decode(gotMAC[:], text[:copy(text[:], macText)])
 	if err != nil || n != macLength {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 	// Here the conversion is deliberate: crypto/hmac takes the message
 	// through an interface, so whatever buffer is passed escapes to the
@@ -169,61 +196,73 @@ func (t tokenKind) verify(key [32]byte, token string, now time.Time, fields []st
 	// moving all of text there.
 	wantMAC := hmacSHA256(key[:], []byte(signed))
 	if !hmac.Equal(gotMAC[:], wantMAC[:]) {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 
 	// Decoding never grows data, so a MaxTokenLength buffer always fits.
 	var payload [MaxTokenLength]byte
 	n, err = tokenEncoding.Decode(payload[:], text[:copy(text[:], payloadText)])
 	if err != nil {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
-	expiresAt, ok := parsePayload(payload[:n], fields)
+	expiresAt, issuedAt, ok := t.parsePayload(payload[:n], fields)
 	if !ok {
-		return time.Time{}, ErrTokenInvalid
+		return time.Time{}, time.Time{}, ErrTokenInvalid
 	}
 	for i, f := range fields {
 		if len(f) <= len(t.fieldPrefixes[i]) || !strings.HasPrefix(f, t.fieldPrefixes[i]) {
-			return time.Time{}, ErrTokenInvalid
+			return time.Time{}, time.Time{}, ErrTokenInvalid
 		}
 	}
 	// Checked last so that "expired" is only ever said about a token that
 	// is otherwise entirely valid.
 	if !now.Before(expiresAt) {
-		return time.Time{}, ErrTokenExpired
+		return time.Time{}, time.Time{}, ErrTokenExpired
 	}
-	return expiresAt, nil
+	return expiresAt, issuedAt, nil
 }
 
-// parsePayload decodes a version 1 payload (layout at the top of this file)
-// into fields, which must have exactly as many entries as the payload has
-// fields. It reports false for any deviation.
-func parsePayload(payload []byte, fields []string) (expiresAt time.Time, ok bool) {
-	if len(payload) < payloadHeaderLength || payload[0] != tokenVersion {
-		return time.Time{}, false
+// parsePayload decodes a payload of t (layout at the top of this file) into
+// fields, which must have exactly as many entries as the payload has fields.
+// It reports false for any deviation, and for a version t does not sign or
+// read (version 2 is read only by the kinds that carry an issue time).
+func (t tokenKind) parsePayload(payload []byte, fields []string) (expiresAt, issuedAt time.Time, ok bool) {
+	if len(payload) < payloadHeaderLength {
+		return time.Time{}, time.Time{}, false
 	}
 	unix := int64(binary.BigEndian.Uint64(payload[versionLength:payloadHeaderLength]))
+	header := payloadHeaderLength
+	switch {
+	case payload[0] == tokenVersion:
+	case payload[0] == tokenVersionIssued && t.issued && len(payload) >= payloadHeaderLength+issuedAtLength:
+		if nanos := int64(binary.BigEndian.Uint64(payload[payloadHeaderLength : payloadHeaderLength+issuedAtLength])); nanos != 0 {
+			issuedAt = time.Unix(0, nanos).UTC()
+		}
+		header += issuedAtLength
+	default:
+		return time.Time{}, time.Time{}, false
+	}
 
 	// One string conversion for all fields, which then share its memory:
 	// one allocation per verification instead of one per field.
-	rest := string(payload[payloadHeaderLength:])
+	rest := string(payload[header:])
 	off := 0
 	for i := range fields {
 		if off >= len(rest) {
-			return time.Time{}, false
+			return time.Time{}, time.Time{}, false
 		}
 		n := int(rest[off])
 		off += fieldLengthLength
 		if n > MaxIDLength || n > len(rest)-off {
-			return time.Time{}, false
+			return time.Time{}, time.Time{}, false
 		}
 		fields[i] = rest[off : off+n]
 		off += n
 	}
 	if off != len(rest) {
-		return time.Time{}, false
+		return time.Time{}, time.Time{}, false
 	}
-	return time.Unix(unix, 0).UTC(), true
+	return time.Unix(unix, 0).UTC(), issuedAt, true
 }
 
 // isBase64URL reports whether s consists only of unpadded base64url
