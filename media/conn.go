@@ -30,10 +30,11 @@ type conn struct {
 	closeText    string // close frame reason (an error code, ≤ 123 bytes)
 
 	// Owned by the hub goroutine.
-	openedAt time.Time // registration time, for the join timeout
-	member   *member   // nil until joined, and again once replaced
-	ended    bool      // terminated: every later event about it is ignored
-	doomed   bool      // queued for a slow_consumer disconnect
+	openedAt time.Time    // registration time, for the join timeout
+	member   *member      // nil until joined, and again once replaced
+	waiting  *waitingJoin // its join, while it waits for admission
+	ended    bool         // terminated: every later event about it is ignored
+	doomed   bool         // queued for a slow_consumer disconnect
 }
 
 func newConn() *conn {

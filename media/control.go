@@ -20,6 +20,8 @@ import (
 const (
 	CommandCloseRoom         = "close_room"
 	CommandRemoveParticipant = "remove_participant"
+	CommandAdmitSession      = "admit_session"
+	CommandCloseSession      = "close_session"
 )
 
 // maxCommandBodyBytes bounds a command body: two ids of at most
@@ -31,12 +33,18 @@ const maxCommandBodyBytes = 2048
 //
 //	POST /internal/rooms/{room_id}/close                                 {"command":"close_room","room_id":…,"reason":…}
 //	POST /internal/rooms/{room_id}/participants/{participant_id}/remove  {"command":"remove_participant","room_id":…,"participant_id":…}
+//	POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/admit
+//	     {"command":"admit_session","room_id":…,"participant_id":…,"session_id":…}
+//	POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/close
+//	     {"command":"close_session","room_id":…,"participant_id":…,"session_id":…,"code":…}
 //
 // The ids are repeated in the body because only the body is signed.
 type Command struct {
 	Command       string `json:"command"`
 	RoomID        string `json:"room_id"`
 	ParticipantID string `json:"participant_id,omitempty"`
+	SessionID     string `json:"session_id,omitempty"`
+	Code          string `json:"code,omitempty"`
 	Reason        string `json:"reason,omitempty"`
 }
 
@@ -47,8 +55,17 @@ func (c Command) path() string {
 		return "/internal/rooms/" + url.PathEscape(c.RoomID) + "/close"
 	case CommandRemoveParticipant:
 		return "/internal/rooms/" + url.PathEscape(c.RoomID) + "/participants/" + url.PathEscape(c.ParticipantID) + "/remove"
+	case CommandAdmitSession:
+		return c.sessionPath() + "/admit"
+	case CommandCloseSession:
+		return c.sessionPath() + "/close"
 	}
 	return ""
+}
+
+func (c Command) sessionPath() string {
+	return "/internal/rooms/" + url.PathEscape(c.RoomID) + "/participants/" + url.PathEscape(c.ParticipantID) +
+		"/sessions/" + url.PathEscape(c.SessionID)
 }
 
 // NewControlHandler returns the node's control endpoints, which pass
@@ -56,6 +73,8 @@ func (c Command) path() string {
 //
 //	POST /internal/rooms/{room_id}/close
 //	POST /internal/rooms/{room_id}/participants/{participant_id}/remove
+//	POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/admit
+//	POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/close
 //
 // Each request must be signed with key (SignRequest) within
 // DefaultSignatureToleranceSeconds of clk, and its body must be the Command
@@ -74,6 +93,14 @@ func NewControlHandler(engine Engine, key [32]byte, clk clock.Clock) http.Handle
 	mux.HandleFunc("POST /internal/rooms/{room_id}/participants/{participant_id}/remove", func(w http.ResponseWriter, r *http.Request) {
 		h.serve(w, r, Command{Command: CommandRemoveParticipant, RoomID: r.PathValue("room_id"), ParticipantID: r.PathValue("participant_id")})
 	})
+	mux.HandleFunc("POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/admit", func(w http.ResponseWriter, r *http.Request) {
+		h.serve(w, r, Command{Command: CommandAdmitSession, RoomID: r.PathValue("room_id"), ParticipantID: r.PathValue("participant_id"),
+			SessionID: r.PathValue("session_id")})
+	})
+	mux.HandleFunc("POST /internal/rooms/{room_id}/participants/{participant_id}/sessions/{session_id}/close", func(w http.ResponseWriter, r *http.Request) {
+		h.serve(w, r, Command{Command: CommandCloseSession, RoomID: r.PathValue("room_id"), ParticipantID: r.PathValue("participant_id"),
+			SessionID: r.PathValue("session_id")})
+	})
 	return mux
 }
 
@@ -84,7 +111,7 @@ type controlHandler struct {
 }
 
 // serve verifies the request and runs the command if the body is want (its
-// reason aside).
+// reason and code aside).
 func (h *controlHandler) serve(w http.ResponseWriter, r *http.Request, want Command) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommandBodyBytes))
 	if err != nil {
@@ -111,10 +138,12 @@ func (h *controlHandler) serve(w http.ResponseWriter, r *http.Request, want Comm
 		http.Error(w, "body is not a command", http.StatusBadRequest)
 		return
 	}
-	reason := got.Reason
-	got.Reason = ""
-	if got != want || !validID(got.RoomID) || (got.Command == CommandRemoveParticipant && !validID(got.ParticipantID)) ||
-		len(reason) > maxReasonBytes {
+	reason, code := got.Reason, got.Code
+	got.Reason, got.Code = "", ""
+	perSession := got.Command == CommandAdmitSession || got.Command == CommandCloseSession
+	if got != want || !validID(got.RoomID) || (got.Command != CommandCloseRoom && !validID(got.ParticipantID)) ||
+		(perSession && !validID(got.SessionID)) || len(reason) > maxReasonBytes ||
+		(got.Command == CommandCloseSession) != (code != "") || (code != "" && !ValidSessionCloseCode(code)) {
 		http.Error(w, "body is not the command for this path", http.StatusBadRequest)
 		return
 	}
@@ -123,6 +152,10 @@ func (h *controlHandler) serve(w http.ResponseWriter, r *http.Request, want Comm
 		h.engine.CloseRoom(got.RoomID, reason)
 	case CommandRemoveParticipant:
 		h.engine.RemoveParticipant(got.RoomID, got.ParticipantID)
+	case CommandAdmitSession:
+		h.engine.AdmitSession(got.RoomID, got.ParticipantID, got.SessionID)
+	case CommandCloseSession:
+		h.engine.CloseSession(got.RoomID, got.ParticipantID, got.SessionID, code)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -160,6 +193,18 @@ func (e *HTTPEngine) CloseRoom(roomID, reason string) {
 // command.
 func (e *HTTPEngine) RemoveParticipant(roomID, participantID string) {
 	c := Command{Command: CommandRemoveParticipant, RoomID: roomID, ParticipantID: participantID}
+	e.s.enqueue(c.path(), c)
+}
+
+// AdmitSession implements Engine by queuing an admit_session command.
+func (e *HTTPEngine) AdmitSession(roomID, participantID, sessionID string) {
+	c := Command{Command: CommandAdmitSession, RoomID: roomID, ParticipantID: participantID, SessionID: sessionID}
+	e.s.enqueue(c.path(), c)
+}
+
+// CloseSession implements Engine by queuing a close_session command.
+func (e *HTTPEngine) CloseSession(roomID, participantID, sessionID, code string) {
+	c := Command{Command: CommandCloseSession, RoomID: roomID, ParticipantID: participantID, SessionID: sessionID, Code: code}
 	e.s.enqueue(c.path(), c)
 }
 

@@ -16,12 +16,21 @@ package media
 //     refuses later joins to it, even with a still-valid media token.
 //   - RemoveParticipant disconnects that participant (error removed, leave
 //     reason "removed") and refuses its later joins to the room.
+//   - AdmitSession answers a join report: the control plane recorded the
+//     join, and the session may be served (a node that awaits admission
+//     holds it until then).
+//   - CloseSession answers a join report with a refusal, or ends a session
+//     the control plane no longer admits (superseded, left): the session
+//     is ended with the error code, waiting or joined, and its later joins
+//     are refused.
 //
-// A command for a room or participant the engine does not hold is not an
-// error; it still takes effect for later joins.
+// A command for a room, participant or session the engine does not hold is
+// not an error; a close still takes effect for later joins.
 type Engine interface {
 	CloseRoom(roomID, reason string)
 	RemoveParticipant(roomID, participantID string)
+	AdmitSession(roomID, participantID, sessionID string)
+	CloseSession(roomID, participantID, sessionID, code string)
 }
 
 // Compile-time checks that both implementations satisfy Engine.

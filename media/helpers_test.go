@@ -124,6 +124,7 @@ func (tn *testNode) claims(room, participant, session string) auth.MediaClaims {
 	return auth.MediaClaims{
 		SessionID: "cs_" + session, ProjectID: "prj_1", RoomID: "room_" + room,
 		ParticipantID: "part_" + participant, Role: "publisher", ExpiresAt: tn.clock.Now().Add(time.Minute),
+		IssuedAt: tn.clock.Now(),
 	}
 }
 

@@ -22,12 +22,13 @@ const (
 
 // maxPresenceSessionBytes bounds one SessionInfo in JSON: four ids of at
 // most auth.MaxIDLength bytes, each escaped at worst six bytes per byte
-// (\u00XX), plus keys, punctuation and a timestamp.
-const maxPresenceSessionBytes = 4*6*auth.MaxIDLength + 128
+// (\u00XX), plus keys, punctuation and two timestamps.
+const maxPresenceSessionBytes = 4*6*auth.MaxIDLength + 192
 
 // MaxReportBodyBytes bounds one report body. The largest is a presence
-// report of a full node; the control plane should refuse bodies above it.
-const MaxReportBodyBytes = 32 << 20
+// report of a full node (every socket joined or waiting for admission);
+// the control plane should refuse bodies above it.
+const MaxReportBodyBytes = 40 << 20
 
 // Compile-time check that a presence report of maxConnectionsLimit
 // sessions (plus 64 KiB for its envelope) fits in MaxReportBodyBytes; if

@@ -21,8 +21,9 @@ const maxTombstones = 65536
 // non-blocking by contract.
 //
 // Invariants:
-//   - a conn is in pending, or is the conn of exactly one member, or is
-//     ended; never two of these.
+//   - a conn is in pending, or waits for admission (in admitting, by its
+//     session), or is the conn of exactly one member, or is ended; never
+//     two of these.
 //   - a room in rooms has at least one member.
 //   - reports happen before the client messages about the same change are
 //     queued, so whoever sees the message can rely on the report having
@@ -32,9 +33,10 @@ type hub struct {
 	cfg   NodeConfig
 	rooms map[string]*room
 
-	pending     map[*conn]struct{} // registered, not joined yet
-	connections int                // registered and not yet released
-	closed      bool               // shut down: registrations refused
+	pending     map[*conn]struct{}      // registered, not joined yet
+	admitting   map[string]*waitingJoin // joins reported, waiting for the control plane's answer, by session
+	connections int                     // registered and not yet released
+	closed      bool                    // shut down: registrations refused
 
 	tombstones tombstones
 	// endedSessions remembers the media sessions that joined and left, so
@@ -51,6 +53,14 @@ type room struct {
 	members map[string]*member // by participant ID
 }
 
+// waitingJoin is a join a node that awaits admission holds: its socket
+// gets nothing until the control plane answers.
+type waitingJoin struct {
+	c       *conn
+	claims  auth.MediaClaims
+	askedAt time.Time // when the join was reported (the session's start if admitted)
+}
+
 type member struct {
 	c          *conn
 	claims     auth.MediaClaims
@@ -65,6 +75,7 @@ func newHub(n *Node) *hub {
 		cfg:           n.cfg,
 		rooms:         make(map[string]*room),
 		pending:       make(map[*conn]struct{}),
+		admitting:     make(map[string]*waitingJoin),
 		tombstones:    tombstones{at: make(map[string]time.Time)},
 		endedSessions: tombstones{at: make(map[string]time.Time)},
 	}
@@ -103,58 +114,157 @@ func (h *hub) release(c *conn) {
 	h.connections--
 }
 
-// join admits a verified client to its room.
+// join admits a verified client to its room, or (a node that awaits
+// admission) reports the join and holds it for the control plane's answer.
+// A second socket of a session already joined here replaces the first at
+// once: that session was admitted.
 func (h *hub) join(c *conn, claims auth.MediaClaims) {
 	if c.ended {
 		return // timed out (or the node shut down) while the token was checked
 	}
 	delete(h.pending, c)
 	now := h.clockNow()
-	if h.tombstones.has(roomTombstone(claims.RoomID)) {
-		h.terminate(c, CodeRoomClosed, "the room is closed")
-		return
-	}
-	if h.tombstones.has(participantTombstone(claims.RoomID, claims.ParticipantID)) {
-		h.terminate(c, CodeRemoved, "the participant was removed from the room")
-		return
-	}
-	if h.endedSessions.has(claims.SessionID) {
-		h.terminate(c, CodeTokenExpired, "this media token's session has ended; connect again for a new one")
+	if !h.joinable(c, claims) {
 		return
 	}
 	r := h.rooms[claims.RoomID]
-	if r == nil {
-		r = &room{id: claims.RoomID, members: make(map[string]*member)}
-	}
-	m := r.members[claims.ParticipantID]
-	if m == nil && len(r.members) >= h.cfg.MaxParticipantsPerRoom {
-		h.terminate(c, CodeRoomFull, fmt.Sprintf("the room has %d participants on this node, its limit", h.cfg.MaxParticipantsPerRoom))
+	if h.cfg.AwaitAdmission && (r == nil || r.members[claims.ParticipantID] == nil ||
+		r.members[claims.ParticipantID].claims.SessionID != claims.SessionID) {
+		h.ask(c, claims, now)
 		return
 	}
-	h.rooms[r.id] = r
+	h.seat(c, claims, now, true)
+}
 
-	if m != nil {
-		// The participant is already here on another socket: the newer one
-		// wins. The participant never left, so nobody is told and no leave
-		// is reported; a new media session is reported as a new join.
+// joinable refuses (and ends) a join of a closed room, a removed
+// participant, an ended session, or one that would overfill its room on
+// this node.
+func (h *hub) joinable(c *conn, claims auth.MediaClaims) bool {
+	switch {
+	case h.tombstones.has(roomTombstone(claims.RoomID)):
+		h.terminate(c, CodeRoomClosed, "the room is closed")
+		return false
+	case h.tombstones.has(participantTombstone(claims.RoomID, claims.ParticipantID)):
+		h.terminate(c, CodeRemoved, "the participant was removed from the room")
+		return false
+	case h.endedSessions.has(claims.SessionID):
+		h.terminate(c, CodeTokenExpired, "this media token's session has ended; connect again for a new one")
+		return false
+	}
+	if r := h.rooms[claims.RoomID]; r != nil && r.members[claims.ParticipantID] == nil && len(r.members) >= h.cfg.MaxParticipantsPerRoom {
+		h.terminate(c, CodeRoomFull, fmt.Sprintf("the room has %d participants on this node, its limit", h.cfg.MaxParticipantsPerRoom))
+		return false
+	}
+	return true
+}
+
+// ask reports a join and holds its socket until the control plane answers
+// (admit, closeSession) or AdmissionTimeoutSeconds pass. A second socket
+// waiting with the same session replaces the first.
+func (h *hub) ask(c *conn, claims auth.MediaClaims, now time.Time) {
+	w := &waitingJoin{c: c, claims: claims, askedAt: now}
+	if old := h.admitting[claims.SessionID]; old != nil {
+		old.c.waiting = nil
+		h.terminate(old.c, CodeReplaced, "a newer connection of this participant replaced this one")
+		w.askedAt = old.askedAt // the same join, asked once
+	}
+	c.waiting = w
+	h.admitting[claims.SessionID] = w
+	h.cfg.Reporter.Joined(JoinReport{
+		NodeID: h.cfg.NodeID, SessionID: claims.SessionID, ProjectID: claims.ProjectID,
+		RoomID: claims.RoomID, ParticipantID: claims.ParticipantID, IssuedAt: claims.IssuedAt, At: w.askedAt,
+	})
+}
+
+// admit serves a join the control plane recorded.
+func (h *hub) admit(roomID, participantID, sessionID string) {
+	w := h.admitting[sessionID]
+	if w == nil || w.claims.RoomID != roomID || w.claims.ParticipantID != participantID {
+		return // answered already, ended, or not this node's
+	}
+	delete(h.admitting, sessionID)
+	w.c.waiting = nil
+	if w.c.ended {
+		return
+	}
+	if r := h.rooms[roomID]; r != nil && r.members[participantID] == nil && len(r.members) >= h.cfg.MaxParticipantsPerRoom {
+		// The room filled up on this node meanwhile; the control plane
+		// recorded the join, so the leave is reported.
+		h.endedSessions.add(sessionID, h.clockNow())
+		h.reportLeftSession(w.claims, ReasonRoomFull, h.clockNow())
+		h.terminate(w.c, CodeRoomFull, fmt.Sprintf("the room has %d participants on this node, its limit", h.cfg.MaxParticipantsPerRoom))
+		return
+	}
+	h.seat(w.c, w.claims, w.askedAt, false)
+}
+
+// closeSession ends a session the control plane refused or no longer
+// admits, waiting or joined, with code; its later joins are refused.
+func (h *hub) closeSession(roomID, participantID, sessionID, code string, now time.Time) {
+	h.endedSessions.add(sessionID, now)
+	text := closeSessionText(code)
+	if w := h.admitting[sessionID]; w != nil && w.claims.RoomID == roomID && w.claims.ParticipantID == participantID {
+		delete(h.admitting, sessionID)
+		w.c.waiting = nil // refused: nothing was recorded, no leave to report
+		h.terminate(w.c, code, text)
+	}
+	if r := h.rooms[roomID]; r != nil {
+		if m := r.members[participantID]; m != nil && m.claims.SessionID == sessionID {
+			h.drop(m, code, code, text)
+		}
+	}
+}
+
+// closeSessionText is what a client is told when the control plane closes
+// its session with code.
+func closeSessionText(code string) string {
+	switch code {
+	case CodeSessionSuperseded:
+		return "a newer session of this participant exists; use the media token of its latest connect"
+	case CodeParticipantLimitReached:
+		return "the room or the project has no participant slot left"
+	case CodeInsufficientCredit:
+		return "the workspace's prepaid balance is too low to start a session"
+	case CodeRemoved:
+		return "the participant was removed from the room"
+	case CodeRoomClosed:
+		return "the room is closed"
+	}
+	return "this media token's session has ended; connect again for a new one"
+}
+
+// seat makes c the participant's connection in its room, at now: a new
+// member, or the replacement of its older connection (the participant
+// never left: nobody is told, and a new session is reported as a join
+// only when report is set, the join not having been reported yet).
+func (h *hub) seat(c *conn, claims auth.MediaClaims, now time.Time, report bool) {
+	r := h.rooms[claims.RoomID]
+	if r == nil {
+		r = &room{id: claims.RoomID, members: make(map[string]*member)}
+		h.rooms[r.id] = r
+	}
+	if m := r.members[claims.ParticipantID]; m != nil {
 		old := m.c
 		old.member = nil
 		h.terminate(old, CodeReplaced, "a newer connection of this participant replaced this one")
 		newSession := m.claims.SessionID != claims.SessionID
-		m.c, m.claims, m.lastSeenAt = c, claims, now
+		m.c, m.claims, m.lastSeenAt = c, claims, h.clockNow()
 		c.member = m
 		if newSession {
 			m.joinedAt = now
-			h.reportJoined(m)
+			if report {
+				h.reportJoined(m)
+			}
 		}
 		h.enqueue(c, h.joinedMessage(r, m))
 		return
 	}
-
-	m = &member{c: c, claims: claims, joinedAt: now, lastSeenAt: now, state: emptyState}
+	m := &member{c: c, claims: claims, joinedAt: now, lastSeenAt: h.clockNow(), state: emptyState}
 	r.members[claims.ParticipantID] = m
 	c.member = m
-	h.reportJoined(m)
+	if report {
+		h.reportJoined(m)
+	}
 	h.enqueue(c, h.joinedMessage(r, m))
 	h.broadcast(r, m, encode(participantJoinedMessage{Type: typeParticipantJoined, Participant: m.view()}))
 }
@@ -212,10 +322,10 @@ func (h *hub) gone(c *conn, why readEnd) {
 		h.drop(m, ReasonBadMessage, "", "")
 	case m != nil:
 		h.drop(m, ReasonDisconnected, "", "")
-	case why == readTimedOut:
+	case why == readTimedOut && c.waiting == nil:
 		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
 	default:
-		h.terminate(c, "", "")
+		h.terminate(c, "", "") // a waiting join's leave is reported as disconnected
 	}
 }
 
@@ -244,12 +354,23 @@ func (h *hub) checkTimeouts(now time.Time) {
 	for _, m := range silent {
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	}
+	admissionTimeout := time.Duration(h.cfg.AdmissionTimeoutSeconds) * time.Second
+	var unanswered []*waitingJoin
+	for _, w := range h.admitting {
+		if now.Sub(w.askedAt) >= admissionTimeout {
+			unanswered = append(unanswered, w)
+		}
+	}
+	for _, w := range unanswered {
+		h.terminate(w.c, CodeJoinTimeout, "the join was not admitted in time; connect again")
+	}
 	h.tombstones.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
 	h.endedSessions.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
 }
 
 func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	h.tombstones.add(roomTombstone(roomID), now)
+	h.endWaiting(func(c auth.MediaClaims) bool { return c.RoomID == roomID }, CodeRoomClosed, "the room is closed")
 	r := h.rooms[roomID]
 	if r == nil {
 		return
@@ -266,8 +387,23 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	}
 }
 
+// endWaiting ends the joins waiting for admission that match, with code.
+func (h *hub) endWaiting(match func(auth.MediaClaims) bool, code, text string) {
+	var ending []*waitingJoin
+	for _, w := range h.admitting {
+		if match(w.claims) {
+			ending = append(ending, w)
+		}
+	}
+	for _, w := range ending {
+		h.terminate(w.c, code, text)
+	}
+}
+
 func (h *hub) removeParticipant(roomID, participantID string, now time.Time) {
 	h.tombstones.add(participantTombstone(roomID, participantID), now)
+	h.endWaiting(func(c auth.MediaClaims) bool { return c.RoomID == roomID && c.ParticipantID == participantID },
+		CodeRemoved, "the participant was removed from the room")
 	if r := h.rooms[roomID]; r != nil {
 		if m := r.members[participantID]; m != nil {
 			h.drop(m, ReasonRemoved, CodeRemoved, "the participant was removed from the room")
@@ -281,7 +417,7 @@ func (h *hub) presence(now time.Time) PresenceReport {
 		for _, m := range r.members {
 			p.Sessions = append(p.Sessions, SessionInfo{
 				SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID, RoomID: m.claims.RoomID,
-				ParticipantID: m.claims.ParticipantID, JoinedAt: m.joinedAt,
+				ParticipantID: m.claims.ParticipantID, IssuedAt: m.claims.IssuedAt, JoinedAt: m.joinedAt,
 			})
 		}
 	}
@@ -291,6 +427,13 @@ func (h *hub) presence(now time.Time) PresenceReport {
 		}
 		return strings.Compare(a.ParticipantID, b.ParticipantID)
 	})
+	for _, w := range h.admitting {
+		p.Pending = append(p.Pending, SessionInfo{
+			SessionID: w.claims.SessionID, ProjectID: w.claims.ProjectID, RoomID: w.claims.RoomID,
+			ParticipantID: w.claims.ParticipantID, IssuedAt: w.claims.IssuedAt, JoinedAt: w.askedAt,
+		})
+	}
+	slices.SortFunc(p.Pending, func(a, b SessionInfo) int { return strings.Compare(a.SessionID, b.SessionID) })
 	return p
 }
 
@@ -300,6 +443,7 @@ func (h *hub) shutdown(now time.Time) {
 	for c := range h.pending {
 		h.terminate(c, CodeNodeShutdown, "the media node is shutting down")
 	}
+	h.endWaiting(func(auth.MediaClaims) bool { return true }, CodeNodeShutdown, "the media node is shutting down")
 	for id, r := range h.rooms {
 		delete(h.rooms, id)
 		for _, m := range sortedMembers(r) {
@@ -336,6 +480,17 @@ func (h *hub) terminate(c *conn, code, text string) {
 	c.ended = true
 	c.member = nil
 	delete(h.pending, c)
+	if w := c.waiting; w != nil {
+		// A join still waiting for its answer: the control plane may have
+		// recorded it already, so its leave is reported (ignored if not).
+		c.waiting = nil
+		delete(h.admitting, w.claims.SessionID)
+		reason := code
+		if reason == "" {
+			reason = ReasonDisconnected
+		}
+		h.reportLeftSession(w.claims, reason, h.clockNow())
+	}
 	if code == "" {
 		c.closeCode = CloseNormal
 	} else {
@@ -393,15 +548,21 @@ func (h *hub) settle() {
 func (h *hub) reportJoined(m *member) {
 	h.cfg.Reporter.Joined(JoinReport{
 		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
-		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: m.joinedAt,
+		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, IssuedAt: m.claims.IssuedAt, At: m.joinedAt,
 	})
 }
 
 func (h *hub) reportLeft(m *member, reason string, now time.Time) {
-	h.endedSessions.add(m.claims.SessionID, now)
+	h.reportLeftSession(m.claims, reason, now)
+}
+
+// reportLeftSession reports that session claims ended at now; it never
+// joins again.
+func (h *hub) reportLeftSession(claims auth.MediaClaims, reason string, now time.Time) {
+	h.endedSessions.add(claims.SessionID, now)
 	h.cfg.Reporter.Left(LeaveReport{
-		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
-		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: now, Reason: reason,
+		NodeID: h.cfg.NodeID, SessionID: claims.SessionID, ProjectID: claims.ProjectID,
+		RoomID: claims.RoomID, ParticipantID: claims.ParticipantID, At: now, Reason: reason,
 	})
 }
 

@@ -39,6 +39,12 @@ const (
 	// snapshot. The control plane treats a node silent for 15 seconds as
 	// gone (actors.mediaPresenceTimeout), so this stays well below that.
 	DefaultPresenceIntervalSeconds = 5
+	// DefaultAdmissionTimeoutSeconds is how long a node that awaits
+	// admission holds a join for the control plane's answer (which comes
+	// once the join is durable, or at the next presence snapshot if a
+	// report or an answer was lost) before it ends the socket with
+	// join_timeout.
+	DefaultAdmissionTimeoutSeconds = 15
 )
 
 // Upper limits of NodeConfig values, so a typo cannot configure a node
@@ -99,6 +105,13 @@ type NodeConfig struct {
 	Reporter Reporter
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// AwaitAdmission makes the node serve a join only once the control
+	// plane has answered its join report with AdmitSession (it records
+	// the join first), and end it on CloseSession: the node serves nothing
+	// the control plane has not recorded as joined. Without it the node
+	// admits at once and reports (a node on its own with no control
+	// channel, tests of the node alone).
+	AwaitAdmission bool
 
 	HeartbeatIntervalSeconds int // default 5
 	HeartbeatTimeoutSeconds  int // default 15; at least twice the interval
@@ -107,6 +120,7 @@ type NodeConfig struct {
 	MaxConnections           int // default 10000, at most 20000
 	TombstoneSeconds         int // default 900
 	PresenceIntervalSeconds  int // default 5
+	AdmissionTimeoutSeconds  int // default 15
 }
 
 // withDefaults returns c with zero fields defaulted.
@@ -123,6 +137,7 @@ func (c NodeConfig) withDefaults() NodeConfig {
 	def(&c.MaxConnections, DefaultMaxConnections)
 	def(&c.TombstoneSeconds, DefaultTombstoneSeconds)
 	def(&c.PresenceIntervalSeconds, DefaultPresenceIntervalSeconds)
+	def(&c.AdmissionTimeoutSeconds, DefaultAdmissionTimeoutSeconds)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -148,6 +163,7 @@ func (c NodeConfig) validate() error {
 		{"JoinTimeoutSeconds", c.JoinTimeoutSeconds},
 		{"TombstoneSeconds", c.TombstoneSeconds},
 		{"PresenceIntervalSeconds", c.PresenceIntervalSeconds},
+		{"AdmissionTimeoutSeconds", c.AdmissionTimeoutSeconds},
 	}
 	for _, s := range seconds {
 		if s.value < 1 || s.value > maxConfigSeconds {
@@ -285,6 +301,26 @@ func (n *Node) CloseRoom(roomID, reason string) {
 // been told and its leave reported.
 func (n *Node) RemoveParticipant(roomID, participantID string) {
 	n.do(func(h *hub) { h.removeParticipant(roomID, participantID, n.cfg.Clock.Now()) })
+}
+
+// AdmitSession implements Engine: the control plane recorded the join of
+// this session, which the node now serves (it may have replaced an older
+// session of the participant). An answer for a join the node no longer
+// holds does nothing. It does not wait for the hub.
+func (n *Node) AdmitSession(roomID, participantID, sessionID string) {
+	n.post(func(h *hub) { h.admit(roomID, participantID, sessionID) })
+}
+
+// CloseSession implements Engine: the control plane refused this session
+// (or ended it), so the node ends it, waiting or joined, with the error
+// code (one of the control plane's: ValidSessionCloseCode; any other is
+// sent as token_expired), and refuses its later joins. It does not wait
+// for the hub.
+func (n *Node) CloseSession(roomID, participantID, sessionID, code string) {
+	if !ValidSessionCloseCode(code) {
+		code = CodeTokenExpired
+	}
+	n.post(func(h *hub) { h.closeSession(roomID, participantID, sessionID, code, n.cfg.Clock.Now()) })
 }
 
 // Run calls CheckHeartbeats every second and ReportPresence every

@@ -22,7 +22,7 @@ func TestJoinWithValidToken(t *testing.T) {
 		joined.Participants == nil || len(joined.Participants) != 0 {
 		t.Fatalf("joined = %+v", joined)
 	}
-	want := JoinReport{NodeID: "node-1", SessionID: "cs_1", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_a", At: testStart}
+	want := JoinReport{NodeID: "node-1", SessionID: "cs_1", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_a", IssuedAt: testStart, At: testStart}
 	if got := tn.rec.nextJoin(t); got != want {
 		t.Fatalf("join report = %+v, want %+v", got, want)
 	}
@@ -526,9 +526,9 @@ func TestPresence(t *testing.T) {
 	tn.clock.Advance(time.Second)
 	p := tn.node.Presence()
 	want := []SessionInfo{
-		{SessionID: "cs_1", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_a", JoinedAt: testStart.Add(time.Second)},
-		{SessionID: "cs_2", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_b", JoinedAt: testStart.Add(time.Second)},
-		{SessionID: "cs_3", ProjectID: "prj_1", RoomID: "room_2", ParticipantID: "part_c", JoinedAt: testStart},
+		{SessionID: "cs_1", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_a", IssuedAt: testStart.Add(time.Second), JoinedAt: testStart.Add(time.Second)},
+		{SessionID: "cs_2", ProjectID: "prj_1", RoomID: "room_1", ParticipantID: "part_b", IssuedAt: testStart.Add(time.Second), JoinedAt: testStart.Add(time.Second)},
+		{SessionID: "cs_3", ProjectID: "prj_1", RoomID: "room_2", ParticipantID: "part_c", IssuedAt: testStart, JoinedAt: testStart},
 	}
 	if p.NodeID != "node-1" || !p.At.Equal(testStart.Add(2*time.Second)) || len(p.Sessions) != len(want) {
 		t.Fatalf("presence = %+v", p)

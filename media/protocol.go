@@ -60,6 +60,12 @@ const (
 	CodeRemoved          = "removed"
 	CodeRoomClosed       = "room_closed"
 	CodeNodeShutdown     = "node_shutdown"
+	// The control plane's refusals of a join (CloseSession): the join is
+	// its point of record, and it admits only the participant's latest
+	// session, within the caps and the credit gate.
+	CodeSessionSuperseded       = "session_superseded"
+	CodeParticipantLimitReached = "participant_limit_reached"
+	CodeInsufficientCredit      = "insufficient_credit"
 )
 
 // WebSocket close codes, one per error code. 4000-4999 is the range RFC
@@ -78,6 +84,10 @@ const (
 	CloseRemoved          = 4008
 	CloseRoomClosed       = 4009
 	CloseNodeShutdown     = 4010
+	// The control plane's refusals.
+	CloseSessionSuperseded       = 4011
+	CloseParticipantLimitReached = 4012
+	CloseInsufficientCredit      = 4013
 )
 
 // closeCodeOf maps an error code to its close code: the one table of them.
@@ -105,9 +115,26 @@ func closeCodeOf(code string) int {
 		return CloseRoomClosed
 	case CodeNodeShutdown:
 		return CloseNodeShutdown
+	case CodeSessionSuperseded:
+		return CloseSessionSuperseded
+	case CodeParticipantLimitReached:
+		return CloseParticipantLimitReached
+	case CodeInsufficientCredit:
+		return CloseInsufficientCredit
 	}
 	panic("media: no close code for error code " + code) // a bug: every code is in the table
 }
+
+// sessionCloseCodes are the codes the control plane may close a session
+// with (CloseSession): its refusals, and the endings it already had.
+var sessionCloseCodes = map[string]bool{
+	CodeSessionSuperseded: true, CodeParticipantLimitReached: true, CodeInsufficientCredit: true,
+	CodeTokenExpired: true, CodeRemoved: true, CodeRoomClosed: true,
+}
+
+// ValidSessionCloseCode reports whether code may close a session
+// (CloseSession).
+func ValidSessionCloseCode(code string) bool { return sessionCloseCodes[code] }
 
 // Leave reasons, in LeaveReport.Reason and in participant.left. A leave the
 // server forces carries the error code it sent the client; the two reasons
@@ -121,6 +148,13 @@ const (
 	ReasonRemoved          = CodeRemoved
 	ReasonRoomClosed       = CodeRoomClosed
 	ReasonNodeShutdown     = CodeNodeShutdown
+	// A join the node held for the control plane's answer, which did not
+	// come within AdmissionTimeoutSeconds (reported in case it was
+	// recorded after all).
+	ReasonJoinTimeout = CodeJoinTimeout
+	// A join admitted into a room that filled up on this node while it
+	// waited.
+	ReasonRoomFull = CodeRoomFull
 )
 
 // clientMessage is any client → server message. Unknown fields are ignored

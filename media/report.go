@@ -6,7 +6,11 @@ import (
 	"time"
 )
 
-// JoinReport says a participant's media session joined a room on a node.
+// JoinReport says a participant's media session asks to join a room on a
+// node (a node that awaits admission holds the socket until the control
+// plane answers AdmitSession or CloseSession), or joined it (a node that
+// does not). IssuedAt is the session's media token's issue time: the
+// control plane admits only a participant's latest session.
 //
 // A participant already joined on this node that reconnects with a new
 // media session (a new connect, so a new SessionID) is reported again with
@@ -18,6 +22,7 @@ type JoinReport struct {
 	ProjectID     string    `json:"project_id"`
 	RoomID        string    `json:"room_id"`
 	ParticipantID string    `json:"participant_id"`
+	IssuedAt      time.Time `json:"issued_at"`
 	At            time.Time `json:"at"`
 }
 
@@ -35,22 +40,27 @@ type LeaveReport struct {
 	Reason        string    `json:"reason"`
 }
 
-// SessionInfo is one joined media session in a PresenceReport.
+// SessionInfo is one media session in a PresenceReport: joined (JoinedAt
+// is when it asked to join), or waiting for admission.
 type SessionInfo struct {
 	SessionID     string    `json:"session_id"`
 	ProjectID     string    `json:"project_id"`
 	RoomID        string    `json:"room_id"`
 	ParticipantID string    `json:"participant_id"`
+	IssuedAt      time.Time `json:"issued_at"`
 	JoinedAt      time.Time `json:"joined_at"`
 }
 
 // PresenceReport is a snapshot of every joined session on a node at At,
-// sorted by room then participant. The control plane's reconciler compares
-// it with its own view to recover joins and leaves it missed.
+// sorted by room then participant, and of the joins it holds waiting for
+// the control plane's answer (Pending, sorted by session). The control
+// plane's reconciler compares it with its own view to recover joins,
+// leaves and answers it missed.
 type PresenceReport struct {
 	NodeID   string        `json:"node_id"`
 	At       time.Time     `json:"at"`
 	Sessions []SessionInfo `json:"sessions"`
+	Pending  []SessionInfo `json:"pending,omitempty"`
 }
 
 // Reporter receives a node's joins and leaves.

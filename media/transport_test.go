@@ -148,7 +148,7 @@ func TestHTTPReporterDeliversSignedReports(t *testing.T) {
 	tn.node.ReportPresence()
 
 	if r := cp.next(t); r.Type != ReportJoined || *r.Joined != (JoinReport{NodeID: "node-1", SessionID: "cs_1", ProjectID: "prj_1",
-		RoomID: "room_1", ParticipantID: "part_a", At: testStart}) {
+		RoomID: "room_1", ParticipantID: "part_a", IssuedAt: testStart, At: testStart}) {
 		t.Fatalf("first report = %+v", r)
 	}
 	if r := cp.next(t); r.Type != ReportLeft || r.Left.Reason != ReasonLeft || !r.Left.At.Equal(testStart.Add(time.Second)) {
@@ -311,6 +311,27 @@ func TestHTTPEngineRoundTrip(t *testing.T) {
 	tn.rec.none(t)
 }
 
+// The control plane's answers to joins travel as signed commands too.
+func TestHTTPEngineAdmitAndCloseSession(t *testing.T) {
+	tn := newAdmittingNode(t)
+	ctl := httptest.NewServer(NewControlHandler(tn.node, testKey, tn.clock))
+	t.Cleanup(ctl.Close)
+	engine, err := NewHTTPEngine(HTTPConfig{BaseURL: ctl.URL, Key: testKey, Clock: tn.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := tn.ask(t, "1", "a", "1")
+	b, _ := tn.ask(t, "1", "b", "2")
+	engine.AdmitSession("room_1", "part_a", "cs_1")
+	a.expect(typeJoined)
+	engine.CloseSession("room_1", "part_b", "cs_2", CodeParticipantLimitReached)
+	b.expectEnd(CodeParticipantLimitReached, CloseParticipantLimitReached)
+	if err := engine.Close(context.Background()); err != nil || engine.Dropped() != 0 {
+		t.Fatalf("Close = %v, Dropped = %d", err, engine.Dropped())
+	}
+	tn.rec.none(t)
+}
+
 // fakeEngine records the commands it is given.
 type fakeEngine struct {
 	mu    sync.Mutex
@@ -327,6 +348,18 @@ func (e *fakeEngine) RemoveParticipant(roomID, participantID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.calls = append(e.calls, "remove "+roomID+" "+participantID)
+}
+
+func (e *fakeEngine) AdmitSession(roomID, participantID, sessionID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = append(e.calls, "admit "+roomID+" "+participantID+" "+sessionID)
+}
+
+func (e *fakeEngine) CloseSession(roomID, participantID, sessionID, code string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = append(e.calls, "close_session "+roomID+" "+participantID+" "+sessionID+" "+code)
 }
 
 func TestControlHandlerRefuses(t *testing.T) {
@@ -357,6 +390,9 @@ func TestControlHandlerRefuses(t *testing.T) {
 	}
 	closeRoom1 := mustJSON(Command{Command: CommandCloseRoom, RoomID: "room_1", Reason: "deleted"})
 	removeA := mustJSON(Command{Command: CommandRemoveParticipant, RoomID: "room_1", ParticipantID: "part_a"})
+	admitA := mustJSON(Command{Command: CommandAdmitSession, RoomID: "room_1", ParticipantID: "part_a", SessionID: "cs_1"})
+	closeA := mustJSON(Command{Command: CommandCloseSession, RoomID: "room_1", ParticipantID: "part_a", SessionID: "cs_1", Code: CodeSessionSuperseded})
+	const sessionA = "/internal/rooms/room_1/participants/part_a/sessions/cs_1"
 	tests := []struct {
 		name   string
 		method string
@@ -378,6 +414,14 @@ func TestControlHandlerRefuses(t *testing.T) {
 		{"too large", "POST", "/internal/rooms/room_1/close", testKey, testStart, bytes.Repeat([]byte(" "), maxCommandBodyBytes+1), http.StatusRequestEntityTooLarge},
 		{"GET", "GET", "/internal/rooms/room_1/close", testKey, testStart, nil, http.StatusMethodNotAllowed},
 		{"unknown path", "POST", "/internal/rooms/room_1/explode", testKey, testStart, closeRoom1, http.StatusNotFound},
+		{"admit of another session", "POST", "/internal/rooms/room_1/participants/part_a/sessions/cs_2/admit", testKey, testStart, admitA, http.StatusBadRequest},
+		{"admit with a code", "POST", sessionA + "/admit", testKey, testStart,
+			mustJSON(Command{Command: CommandAdmitSession, RoomID: "room_1", ParticipantID: "part_a", SessionID: "cs_1", Code: CodeRemoved}), http.StatusBadRequest},
+		{"close without a code", "POST", sessionA + "/close", testKey, testStart,
+			mustJSON(Command{Command: CommandCloseSession, RoomID: "room_1", ParticipantID: "part_a", SessionID: "cs_1"}), http.StatusBadRequest},
+		{"close with an unknown code", "POST", sessionA + "/close", testKey, testStart,
+			mustJSON(Command{Command: CommandCloseSession, RoomID: "room_1", ParticipantID: "part_a", SessionID: "cs_1", Code: CodeNodeShutdown}), http.StatusBadRequest},
+		{"close body on admit", "POST", sessionA + "/admit", testKey, testStart, closeA, http.StatusBadRequest},
 	}
 	for _, tc := range tests {
 		if got := send(tc.method, tc.path, tc.key, tc.at, tc.body); got != tc.want {
@@ -396,9 +440,15 @@ func TestControlHandlerRefuses(t *testing.T) {
 	if got := send("POST", "/internal/rooms/room_1/participants/part_a/remove", testKey, testStart, removeA); got != http.StatusNoContent {
 		t.Fatalf("remove: HTTP %d", got)
 	}
+	if got := send("POST", sessionA+"/admit", testKey, testStart, admitA); got != http.StatusNoContent {
+		t.Fatalf("admit: HTTP %d", got)
+	}
+	if got := send("POST", sessionA+"/close", testKey, testStart, closeA); got != http.StatusNoContent {
+		t.Fatalf("close session: HTTP %d", got)
+	}
 	engine.mu.Lock()
 	defer engine.mu.Unlock()
-	if want := []string{"close room_1 deleted", "remove room_1 part_a"}; strings.Join(engine.calls, "|") != strings.Join(want, "|") {
+	if want := []string{"close room_1 deleted", "remove room_1 part_a", "admit room_1 part_a cs_1", "close_session room_1 part_a cs_1 session_superseded"}; strings.Join(engine.calls, "|") != strings.Join(want, "|") {
 		t.Fatalf("engine calls = %v, want %v", engine.calls, want)
 	}
 }

@@ -210,6 +210,11 @@ const (
 	mediaRemoved          = "removed"
 	mediaRoomClosed       = "room_closed"
 	mediaNodeShutdown     = "node_shutdown"
+	// The control plane's refusals of a join (the join is its point of
+	// record).
+	mediaSessionSuperseded       = "session_superseded"
+	mediaParticipantLimitReached = "participant_limit_reached"
+	mediaInsufficientCredit      = "insufficient_credit"
 )
 
 // mediaCodeOfClose maps a close code to the media error code it stands for,
@@ -219,6 +224,7 @@ var mediaCodeOfClose = map[int]string{
 	4003: mediaJoinTimeout, 4004: mediaRoomFull, 4005: mediaHeartbeatTimeout,
 	4006: mediaSlowConsumer, 4007: mediaReplaced, 4008: mediaRemoved,
 	4009: mediaRoomClosed, 4010: mediaNodeShutdown,
+	4011: mediaSessionSuperseded, 4012: mediaParticipantLimitReached, 4013: mediaInsufficientCredit,
 }
 
 // mediaError is what the media node said when it ended a socket.
@@ -257,8 +263,12 @@ func classifyMedia(m *mediaError) (mediaAction, *Error) {
 		return actionReExchange, newError(CodeAuthenticationFailed, "the media node refused the media token", m, debug)
 	case mediaTokenExpired:
 		return actionReExchange, newError(CodeTokenExpired, "the media token expired before the join", m, debug)
-	case mediaRoomFull:
+	case mediaRoomFull, mediaParticipantLimitReached:
 		return actionFail, newError(CodeParticipantLimitReached, "the room is full", m, debug)
+	case mediaInsufficientCredit:
+		return actionFail, newError(CodeInsufficientCredit, "the workspace is out of credit", m, debug)
+	case mediaSessionSuperseded:
+		return actionEnd, newError(CodeConnectionLost, "a newer session of this participant took over", m, debug)
 	case mediaBadMessage:
 		return actionFail, newError(CodeUnknown, "the media node refused a message of this SDK", m, debug)
 	case mediaReplaced:

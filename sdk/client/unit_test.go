@@ -279,6 +279,10 @@ func TestClassifyMedia(t *testing.T) {
 		mediaJoinTimeout:      {actionReconnect, CodeConnectionLost},
 		mediaSlowConsumer:     {actionReconnect, CodeConnectionLost},
 		"something_new":       {actionReconnect, CodeConnectionLost},
+
+		mediaParticipantLimitReached: {actionFail, CodeParticipantLimitReached},
+		mediaInsufficientCredit:      {actionFail, CodeInsufficientCredit},
+		mediaSessionSuperseded:       {actionEnd, CodeConnectionLost},
 	}
 	for code, want := range cases {
 		a, e := classifyMedia(&mediaError{code: code, message: "raw text", closeCode: 4999})
@@ -290,8 +294,8 @@ func TestClassifyMedia(t *testing.T) {
 			t.Errorf("%s: message %q debug %v", code, e.Message, e.Debug)
 		}
 	}
-	if len(mediaCodeOfClose) != 11 {
-		t.Fatalf("%d close codes, want the protocol's 11", len(mediaCodeOfClose))
+	if len(mediaCodeOfClose) != 14 {
+		t.Fatalf("%d close codes, want the protocol's 14", len(mediaCodeOfClose))
 	}
 }
 
