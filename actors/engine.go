@@ -107,6 +107,7 @@ type projectHandle struct {
 type roomHandle struct {
 	pid       *actor.PID
 	projectID string
+	gate      *room.Gate   // what the room publishes for the connect path
 	depth     atomic.Int64 // messages queued in its mailbox (roomMailboxCapacity)
 }
 
@@ -274,8 +275,8 @@ func (e *Engine) spawnRoom(id string, project *projectHandle, projectID string, 
 	if rec != nil {
 		rec.Add()
 	}
-	h := &roomHandle{projectID: projectID}
-	a := room.New(e.env, id, projectID, project.gate, rec)
+	h := &roomHandle{projectID: projectID, gate: room.NewGate(id, project.gate, &e.env.Gauges.ActiveParticipants)}
+	a := room.New(e.env, id, projectID, project.gate, h.gate, rec)
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Unbounded(depthCounter{&e.roomMailbox}, depthCounter{&h.depth})), actor.WithReceiverMiddleware(crashOnRequest))
 	pid, err := e.system.Root.SpawnNamed(props, room.Journal(id))

@@ -124,7 +124,19 @@ func (e *Engine) GetParticipant(c *core.Caller, roomID, participantID string) ([
 	if err != nil {
 		return nil, notFoundOrInternal(err, notFound)
 	}
-	return body, nil
+	return e.withReservation(c.ProjectID, roomID, participantID, body), nil
+}
+
+// withReservation is a participant's record as the API shows it: the
+// durable record, or connected when its room holds a live reservation
+// for it in memory (a connect is not recorded; its join is).
+func (e *Engine) withReservation(projectID, roomID, participantID string, record []byte) []byte {
+	h, ok := e.room(roomID)
+	if !ok || h.projectID != projectID {
+		return record
+	}
+	connectedAt, reserved := h.gate.Reservation(participantID, e.env.Clock.Now())
+	return room.ShowReservation(record, connectedAt, reserved)
 }
 
 // ListParticipants lists a room's participants, newest first.
@@ -134,7 +146,11 @@ func (e *Engine) ListParticipants(c *core.Caller, roomID string, limit int) ([]b
 	}
 	return e.listPage(persistence.IndexPrefix(persistence.PrefixPartIdx, c.ProjectID+"/"+roomID), limit, false,
 		func(id []byte) ([]byte, error) {
-			return e.env.Store.Get(room.ParticipantRecordKey(c.ProjectID, roomID, string(id)))
+			body, err := e.env.Store.Get(room.ParticipantRecordKey(c.ProjectID, roomID, string(id)))
+			if err != nil {
+				return nil, err
+			}
+			return e.withReservation(c.ProjectID, roomID, string(id), body), nil
 		})
 }
 
@@ -188,7 +204,37 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Err
 	if err := e.env.AllowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
 		return Result{}, err
 	}
-	return e.askRoom(claims.ProjectID, claims.RoomID, func() any { return room.Connect{Claims: claims} }, endedRoomError)
+	rh, ok := e.room(claims.RoomID)
+	if !ok || rh.projectID != claims.ProjectID {
+		return e.connectToStoppedRoom(claims.ProjectID, claims.RoomID)
+	}
+	// Decided here, on the request's goroutine, against what the room
+	// publishes: no message, no journal write (the join is the point of
+	// record).
+	now := e.env.Clock.Now()
+	s, aerr := rh.gate.Connect(e.env, claims.ParticipantID, now)
+	if aerr != nil {
+		return Result{}, aerr
+	}
+	mediaToken := e.env.Keys.SignMediaToken(auth.MediaClaims{
+		SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
+		Role: s.Role, IssuedAt: s.IssuedAt, ExpiresAt: s.ExpiresAt,
+	})
+	return Result{Status: 200, Body: room.ConnectBody(s, e.env.Settings.MediaURL, mediaToken)}, nil
+}
+
+// connectToStoppedRoom answers a connect to a room with no live actor:
+// unknown, ended (and passivated), or being replaced.
+func (e *Engine) connectToStoppedRoom(projectID, roomID string) (Result, *apierr.Error) {
+	record, err := e.env.Store.Get(room.RecordKey(projectID, roomID))
+	if err != nil {
+		return Result{}, notFoundOrInternal(err, apierr.New(apierr.RoomNotFound, "no room %q in this project", roomID))
+	}
+	var v room.RoomView
+	if json.Unmarshal(record, &v) != nil || v.Status != room.RoomEnded {
+		return Result{}, core.ErrUnavailable // a live room whose actor was just replaced; the caller may retry
+	}
+	return endedRoomError(record)
 }
 
 // --- media reports ---------------------------------------------------------
@@ -197,10 +243,15 @@ func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Err
 // without asking a media engine).
 func (e *Engine) SetMedia(m core.MediaEngine) { e.env.Media.SetEngine(m) }
 
-// MediaJoined routes a join report to its room.
+// MediaJoined routes a join report to its room. A room with no live actor
+// (ended and passivated, or unknown) admits nobody: the session is closed.
 func (e *Engine) MediaJoined(r room.MediaJoin) {
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
 		e.system.Root.Send(h.pid, room.MediaJoined{Report: r})
+		return
+	}
+	if m := e.env.Media.Engine(); m != nil {
+		m.CloseSession(r.RoomID, r.ParticipantID, r.SessionID, room.RefuseRoomClosed)
 	}
 }
 
@@ -221,9 +272,13 @@ func (e *Engine) MediaPresence(p room.MediaPresence) {
 		}
 		byRoom[s.RoomID][s.ParticipantID] = s
 	}
+	pending := make(map[string][]room.MediaJoin)
+	for _, s := range p.Pending {
+		pending[s.RoomID] = append(pending[s.RoomID], s)
+	}
 	e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
 	e.rooms.Range(func(id, v any) bool {
-		e.system.Root.Send(v.(*roomHandle).pid, room.Presence{At: p.At, Sessions: byRoom[id.(string)]})
+		e.system.Root.Send(v.(*roomHandle).pid, room.Presence{At: p.At, Sessions: byRoom[id.(string)], Pending: pending[id.(string)]})
 		return true
 	})
 }

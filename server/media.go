@@ -32,7 +32,8 @@ func MediaReportKey(mediaKey [32]byte) [32]byte {
 type engineReporter struct{ e *actors.Engine }
 
 func (r engineReporter) Joined(j media.JoinReport) {
-	r.e.MediaJoined(actors.MediaJoin{SessionID: j.SessionID, ProjectID: j.ProjectID, RoomID: j.RoomID, ParticipantID: j.ParticipantID, At: j.At})
+	r.e.MediaJoined(actors.MediaJoin{SessionID: j.SessionID, ProjectID: j.ProjectID, RoomID: j.RoomID, ParticipantID: j.ParticipantID,
+		IssuedAt: j.IssuedAt, At: j.At})
 }
 
 func (r engineReporter) Left(l media.LeaveReport) {
@@ -40,11 +41,15 @@ func (r engineReporter) Left(l media.LeaveReport) {
 }
 
 func (r engineReporter) Presence(p media.PresenceReport) {
-	sessions := make([]actors.MediaJoin, 0, len(p.Sessions))
-	for _, s := range p.Sessions {
-		sessions = append(sessions, actors.MediaJoin{SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID, At: s.JoinedAt})
+	joins := func(in []media.SessionInfo) []actors.MediaJoin {
+		out := make([]actors.MediaJoin, 0, len(in))
+		for _, s := range in {
+			out = append(out, actors.MediaJoin{SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
+				IssuedAt: s.IssuedAt, At: s.JoinedAt})
+		}
+		return out
 	}
-	r.e.MediaPresence(actors.MediaPresence{NodeID: p.NodeID, At: p.At, Sessions: sessions})
+	r.e.MediaPresence(actors.MediaPresence{NodeID: p.NodeID, At: p.At, Sessions: joins(p.Sessions), Pending: joins(p.Pending)})
 }
 
 // embeddedMedia is the reference media node `rtcd serve` runs in process.
@@ -60,7 +65,9 @@ type embeddedMedia struct {
 // was created, so the media URL could name its real address).
 func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock) (*embeddedMedia, error) {
 	reporter := media.NewAsyncReporter(engineReporter{engine})
-	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter})
+	// The node serves a join once the room recorded it (the join is the
+	// point of record; the connect only reserved).
+	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, AwaitAdmission: true})
 	if err != nil {
 		_ = ln.Close()
 		reporter.Close()

@@ -114,8 +114,17 @@ type Billing struct {
 
 // MediaEngine is what the control plane asks of the media engine. The
 // reference media node implements it in process; an adapter can put an
-// external SFU behind it.
+// external SFU behind it. No call may block the caller (a room actor, or
+// the syncer running a durable batch's callback).
+//
+// AdmitSession and CloseSession answer a join report: a session is served
+// only once its join is recorded (AdmitSession, after the batch is
+// durable), and a session the room refuses is closed with the media
+// node's error code (CloseSession, which also ends a joined session and
+// refuses that session's later joins).
 type MediaEngine interface {
 	CloseRoom(roomID, reason string)
 	RemoveParticipant(roomID, participantID string)
+	AdmitSession(roomID, participantID, sessionID string)
+	CloseSession(roomID, participantID, sessionID, code string)
 }

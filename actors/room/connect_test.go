@@ -16,9 +16,10 @@ import (
 )
 
 // The room's connect decision, driven on its own: a room actor on an Env
-// with Pebble's in-memory file system and a fake clock, its handler called
-// directly (no actor runtime, no HTTP). Each case sets up a room where
-// several checks would fail and expects the first in the spec's order
+// with Pebble's in-memory file system and a fake clock, recovered by hand,
+// and its Gate's Connect called directly (no actor runtime, no HTTP), as
+// the request's goroutine calls it. Each case sets up a room where several
+// checks would fail and expects the first in the spec's order
 // (docs/errors.md, POST /v1/connect, steps 7 to 13):
 //
 //	7 project status, 8 room status, 9 participant status,
@@ -26,7 +27,7 @@ import (
 //	12 the workspace's credit gate, 13 media availability.
 //
 // Steps 0 to 6 (body, per-address rate, token signature and expiry, the
-// project's existence and rate) run in the engine before the message.
+// project's existence and rate) run in the engine before it.
 
 // connectLimit is the project's max_active_participants in these cases.
 const connectLimit = 5
@@ -63,6 +64,7 @@ type connectRoom struct {
 	env    *core.Env
 	gate   *core.ProjectGate
 	credit *core.CreditGate
+	media  *stubMedia
 	room   *roomActor
 }
 
@@ -76,6 +78,7 @@ type connectCase struct {
 	want        apierr.Code              // "" for a connect session
 	wantDetails map[string]any           // details the error must carry
 	wantSlots   func(before int64) int64 // the project's slots after the decision
+	room        func(r *Room)            // changes testRoom, if set
 }
 
 func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
@@ -101,8 +104,12 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 	env.Registry = &stubRegistry{}
 
 	// The room as its project created it, then its journal.
+	r := testRoom()
+	if tc.room != nil {
+		tc.room(&r)
+	}
 	b := store.NewBatch()
-	Genesis(b, testRoom())
+	Genesis(b, r)
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -118,38 +125,60 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 		}
 	}
 
-	c := &connectRoom{t: t, clk: clk, env: env, gate: &core.ProjectGate{}, credit: &core.CreditGate{}}
+	c := &connectRoom{t: t, clk: clk, env: env, gate: &core.ProjectGate{}, credit: &core.CreditGate{}, media: newStubMedia()}
 	c.gate.Record.Store(&core.Project{ID: "prj_1", AccountID: "acct_1", Status: core.ProjectActive, CreatedAt: t0})
 	c.gate.Credit.Store(c.credit)
-	c.room = New(env, "room_1", "prj_1", c.gate, nil).(*roomActor)
-	c.room.recover() // counts its connected participants into the gate
+	env.Media.SetEngine(c.media)
+	c.room = newRoomOn(env, "room_1", c.gate)
 	if tc.setUp != nil {
 		tc.setUp(c)
 	}
 	return c
 }
 
-// connect runs the room's connect handler for participant and waits for
-// its answer (a connect session is answered once its batch is durable).
-func (c *connectRoom) connect(participant string) core.Reply {
-	c.t.Helper()
-	req, answer := core.NewEnvelope(Connect{Claims: auth.ParticipantClaims{
-		ProjectID: "prj_1", RoomID: "room_1", ParticipantID: participant, ExpiresAt: t0.Add(time.Hour)}})
-	c.room.connect(req.Msg.(Connect), req)
-	select {
-	case r := <-answer:
-		return r
-	case <-time.After(10 * time.Second):
-		c.t.Fatal("the room did not answer the connect")
-		return core.Reply{}
-	}
+// newRoomOn is room id's actor over env, recovered (its slots counted into
+// gate) as at start-up.
+func newRoomOn(env *core.Env, id string, gate *core.ProjectGate) *roomActor {
+	a := New(env, id, "prj_1", gate, NewGate(id, gate, &env.Gauges.ActiveParticipants), nil).(*roomActor)
+	a.recover()
+	return a
 }
 
-// Events of the cases' rooms.
-func connectedTwice(ids ...string) []roomEvent {
+// connect decides a connect for participant, as the request's goroutine
+// does: on the room's Gate, at the clock's now.
+func (c *connectRoom) connect(participant string) (ConnectSession, *apierr.Error) {
+	return c.room.seats.Connect(c.env, participant, c.clk.Now())
+}
+
+// mustConnect connects participant and fails the test on a refusal.
+func (c *connectRoom) mustConnect(participant string) ConnectSession {
+	c.t.Helper()
+	s, err := c.connect(participant)
+	if err != nil {
+		c.t.Fatalf("connect %s: %s (%s)", participant, err.Code, err.Message)
+	}
+	return s
+}
+
+// heldSlots counts the seats holding a slot, which the gate's word must
+// equal.
+func (g *Gate) heldSlots() int64 {
+	var n int64
+	g.seats.Range(func(_, v any) bool {
+		if v.(*Seat).state.Load().holds() {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// Events of the cases' rooms: participants joined (recorded, holding
+// their slots).
+func joinedParticipants(ids ...string) []roomEvent {
 	var evs []roomEvent
 	for i, id := range ids {
-		evs = append(evs, created(id, i+1), connected(id, i+1))
+		evs = append(evs, created(id, i+1), joinedAs(id, "cs_"+id, i+2))
 	}
 	return evs
 }
@@ -175,20 +204,31 @@ var connectCases = []connectCase{
 		events:      []roomEvent{created("p1", 1)},
 		setUp:       func(c *connectRoom) { c.clk.Advance(time.Hour); c.credit.Set(true) },
 		participant: "p1", want: apierr.RoomExpired, wantSlots: same},
+	{name: "room that ended as expired: 410 room_expired",
+		events:      []roomEvent{created("p1", 1), endingStarted(EndReasonExpired, 3600), ended(3600)},
+		participant: "p1", want: apierr.RoomExpired, wantSlots: same},
 	// 9: the participant's status.
 	{name: "unknown participant: 404, before a full room",
-		events:      connectedTwice("p1", "p2", "p3"),
+		events:      joinedParticipants("p1", "p2", "p3"),
 		participant: "p9", want: apierr.ParticipantNotFound, wantSlots: same},
 	{name: "removed participant: 404 naming its status",
-		events:      []roomEvent{created("p1", 1), connected("p1", 2), removed("p1", 3)},
+		events:      []roomEvent{created("p1", 1), joinedAs("p1", "cs_1", 2), left("p1", 3), removed("p1", 3)},
 		participant: "p1", want: apierr.ParticipantNotFound, wantDetails: map[string]any{"participant_status": ParticipantRemoved}, wantSlots: same},
 	{name: "participant of an ended room: 410 room_ended (the room answers first)",
 		events:      []roomEvent{created("p1", 1), endingStarted(EndReasonDeleted, 5), ended(5)},
 		participant: "p1", want: apierr.RoomEnded, wantSlots: same},
 	// 10: the room's cap.
 	{name: "full room: 409 max_participants, before a full project",
-		events:      append(connectedTwice("p1", "p2", "p3"), created("p4", 4)),
+		events:      append(joinedParticipants("p1", "p2", "p3"), created("p4", 4)),
 		setUp:       func(c *connectRoom) { c.gate.ActiveParticipants.Store(connectLimit) },
+		participant: "p4", want: apierr.QuotaExceeded, wantDetails: map[string]any{"limit_name": "max_participants"}, wantSlots: same},
+	{name: "a room full of reservations: 409 max_participants",
+		events: []roomEvent{created("p1", 1), created("p2", 1), created("p3", 1), created("p4", 1)},
+		setUp: func(c *connectRoom) {
+			for _, id := range []string{"p1", "p2", "p3"} {
+				c.mustConnect(id)
+			}
+		},
 		participant: "p4", want: apierr.QuotaExceeded, wantDetails: map[string]any{"limit_name": "max_participants"}, wantSlots: same},
 	// 11: the project's quota.
 	{name: "full project: 409 max_active_participants, before the credit gate",
@@ -212,24 +252,32 @@ var connectCases = []connectCase{
 	// the current second has no second left to give, and is expired, after
 	// every cap.
 	{name: "room expiring within this second: 410 room_expired; no slot held",
-		events: []roomEvent{created("p1", 1)},
-		setUp: func(c *connectRoom) {
-			c.room.state.Room.ExpiresAt = t0.Add(time.Hour + 700*time.Millisecond)
-			c.clk.Advance(time.Hour + 200*time.Millisecond)
-		},
+		events:      []roomEvent{created("p1", 1)},
+		room:        func(r *Room) { r.ExpiresAt = t0.Add(time.Hour + 700*time.Millisecond) },
+		setUp:       func(c *connectRoom) { c.clk.Advance(time.Hour + 200*time.Millisecond) },
 		participant: "p1", want: apierr.RoomExpired, wantSlots: same},
 	// A participant holding its slot skips 10 and 11, not 12.
-	{name: "connected participant in a full room and project: a new session, no new slot",
-		events:      connectedTwice("p1", "p2", "p3"),
+	{name: "joined participant in a full room and project: a new session, no new slot",
+		events:      joinedParticipants("p1", "p2", "p3"),
 		setUp:       func(c *connectRoom) { c.gate.ActiveParticipants.Store(connectLimit) },
 		participant: "p1", wantSlots: same},
+	{name: "connected participant in a full room and project: a new session, no new slot",
+		events: append(joinedParticipants("p2", "p3"), created("p1", 3)),
+		setUp: func(c *connectRoom) {
+			c.mustConnect("p1")
+			c.gate.ActiveParticipants.Store(connectLimit)
+		},
+		participant: "p1", wantSlots: same},
 	{name: "connected participant: still refused by a closed credit gate",
-		events:      connectedTwice("p1"),
-		setUp:       func(c *connectRoom) { c.credit.Set(true) },
+		events:      []roomEvent{created("p1", 1)},
+		setUp:       func(c *connectRoom) { c.mustConnect("p1"); c.credit.Set(true) },
 		participant: "p1", want: apierr.InsufficientCredit, wantSlots: same},
 	// Everything passes: the slot is taken, last.
 	{name: "created participant: a session, one slot taken",
 		events:      []roomEvent{created("p1", 1)},
+		participant: "p1", wantSlots: plusOne},
+	{name: "left participant: a session, one slot taken",
+		events:      []roomEvent{created("p1", 1), joinedAs("p1", "cs_1", 2), left("p1", 3)},
 		participant: "p1", wantSlots: plusOne},
 	{name: "last slot of the project: taken",
 		events:      []roomEvent{created("p1", 1)},
@@ -242,83 +290,79 @@ func TestConnectDecisionFollowsTheSpecOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newConnectRoom(t, tc)
 			before := c.gate.ActiveParticipants.Load()
-			r := c.connect(tc.participant)
+			journal := c.journalLength()
+			s, err := c.connect(tc.participant)
 			switch {
-			case tc.want == "" && r.Err != nil:
-				t.Fatalf("refused with %s (%s), want a connect session", r.Err.Code, r.Err.Message)
-			case tc.want == "" && r.Status != 200:
-				t.Fatalf("answered %d %s, want 200", r.Status, r.Body)
-			case tc.want != "" && r.Err == nil:
-				t.Fatalf("answered %d %s, want %s", r.Status, r.Body, tc.want)
-			case tc.want != "" && r.Err.Code != tc.want:
-				t.Fatalf("refused with %s (%s), want %s", r.Err.Code, r.Err.Message, tc.want)
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused with %s (%s), want a connect session", err.Code, err.Message)
+			case tc.want != "" && err == nil:
+				t.Fatalf("answered %+v, want %s", s, tc.want)
+			case tc.want != "" && err.Code != tc.want:
+				t.Fatalf("refused with %s (%s), want %s", err.Code, err.Message, tc.want)
 			}
 			for k, v := range tc.wantDetails {
-				if got := r.Err.Details[k]; got != v {
-					t.Fatalf("details[%q] = %v, want %v (%v)", k, got, v, r.Err.Details)
+				if got := err.Details[k]; got != v {
+					t.Fatalf("details[%q] = %v, want %v (%v)", k, got, v, err.Details)
 				}
 			}
 			if got, want := c.gate.ActiveParticipants.Load(), tc.wantSlots(before); got != want {
 				t.Fatalf("project slots %d after the decision, want %d (from %d)", got, want, before)
 			}
-			if got := c.room.countedSlots; int64(got) != int64(c.room.state.Connected) {
-				t.Fatalf("the room counts %d slots and holds %d connected participants", got, c.room.state.Connected)
+			if got, held := c.room.seats.Slots(), c.room.seats.heldSlots(); got != held {
+				t.Fatalf("the room counts %d slots and its seats hold %d", got, held)
+			}
+			if n := c.journalLength(); n != journal {
+				t.Fatalf("a connect wrote to the journal: %d entries, was %d", n, journal)
+			}
+			if err == nil {
+				if s.ExpiresAt != t0.Add(time.Minute) || s.Role != RolePublisher || s.RoomID != "room_1" || s.ProjectID != "prj_1" {
+					t.Fatalf("session %+v", s)
+				}
+				if _, ok := c.room.seats.Reservation(tc.participant, c.clk.Now()); !ok && c.room.state.Participants[tc.participant].Status != ParticipantJoined {
+					t.Fatal("the admitted connect holds no reservation")
+				}
 			}
 		})
 	}
 }
 
-// Two rooms of one project racing for its last slot, each on its own
-// goroutine: both pass every check, and the compare-and-swap lets exactly
-// one take the slot; the other gets the quota's answer and holds nothing.
+// journalLength is the number of entries of room_1's journal.
+func (c *connectRoom) journalLength() int {
+	prefix := persistence.JournalKey(Journal("room_1"), 0)
+	prefix = prefix[:len(prefix)-8] // without the sequence number
+	n := 0
+	if err := c.env.Store.Scan(prefix, 0, func(_, _ []byte) bool { n++; return true }); err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// Two rooms of one project racing for its last slot, each connect on its
+// own goroutine: both pass every check, and the compare-and-swap lets
+// exactly one take the slot; the other gets the quota's answer and holds
+// nothing.
 func TestConnectRaceForTheLastProjectSlot(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		c := newConnectRoom(t, connectCase{events: []roomEvent{created("p1", 1)}})
-		// room_2 of the same project, on the same Env and gate.
-		other := testRoom()
-		other.ID = "room_2"
-		b := c.env.Store.NewBatch()
-		Genesis(b, other)
-		if err := c.env.Store.CommitAndWait(b); err != nil {
-			t.Fatal(err)
-		}
-		log, err := core.RecoverLog(c.env.Store, Journal("room_2"), 1000, func() *roomState { return &roomState{} }, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = c.env.Store.NewBatch()
-		ev := created("p1", 1)
-		ev.ParticipantCreated.RoomID = "room_2"
-		log.Record(b, ev)
-		if err := c.env.Store.CommitAndWait(b); err != nil {
-			t.Fatal(err)
-		}
-		second := New(c.env, "room_2", "prj_1", c.gate, nil).(*roomActor)
-		second.recover()
+		second := c.otherRoom("room_2", created("p1", 1))
 		c.gate.ActiveParticipants.Store(connectLimit - 1)
 
-		answers := make(chan core.Reply, 2)
+		errs := make(chan *apierr.Error, 2)
 		for _, a := range []*roomActor{c.room, second} {
 			go func() {
-				req, answer := core.NewEnvelope(Connect{Claims: auth.ParticipantClaims{ProjectID: "prj_1", RoomID: a.id, ParticipantID: "p1"}})
-				a.connect(req.Msg.(Connect), req)
-				answers <- <-answer
+				_, err := a.seats.Connect(c.env, "p1", c.clk.Now())
+				errs <- err
 			}()
 		}
 		ok, refused := 0, 0
 		for i := 0; i < 2; i++ {
-			select {
-			case r := <-answers:
-				switch {
-				case r.Err == nil:
-					ok++
-				case r.Err.Code == apierr.QuotaExceeded && r.Err.Details["limit_name"] == "max_active_participants":
-					refused++
-				default:
-					t.Fatalf("round %d: unexpected answer %+v", round, r.Err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("round %d: a room did not answer", round)
+			switch err := <-errs; {
+			case err == nil:
+				ok++
+			case err.Code == apierr.QuotaExceeded && err.Details["limit_name"] == "max_active_participants":
+				refused++
+			default:
+				t.Fatalf("round %d: unexpected answer %+v", round, err)
 			}
 		}
 		if ok != 1 || refused != 1 {
@@ -327,8 +371,38 @@ func TestConnectRaceForTheLastProjectSlot(t *testing.T) {
 		if got := c.gate.ActiveParticipants.Load(); got != connectLimit {
 			t.Fatalf("round %d: project slots %d, want %d", round, got, connectLimit)
 		}
-		if c.room.countedSlots+second.countedSlots != 1 {
-			t.Fatalf("round %d: the rooms count %d and %d slots, want one between them", round, c.room.countedSlots, second.countedSlots)
+		if c.room.seats.Slots()+second.seats.Slots() != 1 {
+			t.Fatalf("round %d: the rooms count %d and %d slots, want one between them", round, c.room.seats.Slots(), second.seats.Slots())
 		}
 	}
+}
+
+// otherRoom is another room of the same project, on the same Env and
+// project gate, with events in its journal.
+func (c *connectRoom) otherRoom(id string, events ...roomEvent) *roomActor {
+	c.t.Helper()
+	other := testRoom()
+	other.ID = id
+	b := c.env.Store.NewBatch()
+	Genesis(b, other)
+	if err := c.env.Store.CommitAndWait(b); err != nil {
+		c.t.Fatal(err)
+	}
+	log, err := core.RecoverLog(c.env.Store, Journal(id), 1000, func() *roomState { return &roomState{} }, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b = c.env.Store.NewBatch()
+	for _, ev := range events {
+		if ev.ParticipantCreated != nil {
+			p := *ev.ParticipantCreated
+			p.RoomID = id
+			ev.ParticipantCreated = &p
+		}
+		log.Record(b, ev)
+	}
+	if err := c.env.Store.CommitAndWait(b); err != nil {
+		c.t.Fatal(err)
+	}
+	return newRoomOn(c.env, id, c.gate)
 }

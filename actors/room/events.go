@@ -11,23 +11,45 @@ import (
 // roomEvent is one entry of a room's journal. Exactly one field is set.
 // Past tense: each says what happened, never what was asked.
 type roomEvent struct {
-	ParticipantCreated   *Participant          `json:"participant_created,omitempty"`
+	ParticipantCreated *Participant        `json:"participant_created,omitempty"`
+	ParticipantRemoved *participantRemoved `json:"participant_removed,omitempty"`
+	RoomEndingStarted  *roomEndingStarted  `json:"room_ending_started,omitempty"`
+	RoomEnded          *roomEnded          `json:"room_ended,omitempty"`
+	ParticipantJoined  *participantJoined  `json:"participant_joined,omitempty"`
+	SessionRenewed     *participantRenewed `json:"session_renewed,omitempty"`
+	ParticipantLeft    *participantLeft    `json:"participant_left,omitempty"`
+	UsageSettled       *usageSettled       `json:"usage_settled,omitempty"`
+
+	// ParticipantConnected is retired: a connect is no longer journaled
+	// (it reserves in memory; the join is the point of record). Journals
+	// written before still hold it, and it keeps a reader (see Apply).
 	ParticipantConnected *participantConnected `json:"participant_connected,omitempty"`
-	ParticipantRemoved   *participantRemoved   `json:"participant_removed,omitempty"`
-	RoomEndingStarted    *roomEndingStarted    `json:"room_ending_started,omitempty"`
-	RoomEnded            *roomEnded            `json:"room_ended,omitempty"`
-	ParticipantJoined    *participantJoined    `json:"participant_joined,omitempty"`
-	ParticipantLeft      *participantLeft      `json:"participant_left,omitempty"`
-	UsageSettled         *usageSettled         `json:"usage_settled,omitempty"`
 
 	// EventSeq, when set, is the room's webhook sequence number after this
 	// event: the webhook events it caused carry the numbers up to it.
 	EventSeq uint64 `json:"event_seq,omitempty"`
 }
 
+// participantJoined is a media join admitted: a session of the
+// participant's own (its connect's reservation, or a session re-checked
+// when none matched) starts its usage. IssuedAt is the session's media
+// token's issue time; ConnectedAt the participant's first connect, when
+// this join is the first one recorded (zero: the join's At).
 type participantJoined struct {
 	ParticipantID string    `json:"participant_id"`
 	SessionID     string    `json:"session_id"`
+	IssuedAt      time.Time `json:"issued_at"`
+	ConnectedAt   time.Time `json:"connected_at"`
+	At            time.Time `json:"at"`
+}
+
+// participantRenewed is a joined participant's media moving to a newer
+// session of its own (a reconnect): the node replaced the older socket,
+// the participant never left, and its usage session goes on.
+type participantRenewed struct {
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	IssuedAt      time.Time `json:"issued_at"`
 	At            time.Time `json:"at"`
 }
 
@@ -47,6 +69,8 @@ type usageSettled struct {
 	ChargedMicros  int64  `json:"charged_micros"`
 }
 
+// participantConnected is the retired connect event (read, never
+// written).
 type participantConnected struct {
 	ParticipantID string    `json:"participant_id"`
 	SessionID     string    `json:"session_id"`
@@ -54,9 +78,13 @@ type participantConnected struct {
 	ExpiresAt     time.Time `json:"expires_at"` // the media token's expiry
 }
 
+// participantRemoved ends a participant for good. ConnectedAt is its
+// first connect when only the room's memory knew it (a reservation never
+// recorded): the removal records it.
 type participantRemoved struct {
 	ParticipantID string    `json:"participant_id"`
 	At            time.Time `json:"at"`
+	ConnectedAt   time.Time `json:"connected_at,omitzero"`
 }
 
 type roomEndingStarted struct {
@@ -64,19 +92,25 @@ type roomEndingStarted struct {
 	At     time.Time `json:"at"`
 }
 
+// roomEnded ends the room and every session in it. ConnectedAt holds the
+// first connect of the participants only the room's memory knew connected,
+// which the end records.
 type roomEnded struct {
-	At time.Time `json:"at"`
+	At          time.Time            `json:"at"`
+	ConnectedAt map[string]time.Time `json:"connected_at,omitempty"`
 }
 
 // roomState is everything a room actor owns. It is also its snapshot.
 type roomState struct {
 	Room         Room                    `json:"room"`
 	Participants map[string]*Participant `json:"participants"`
-	// Connected is the number of participants holding a cap slot; derived
-	// from Participants, kept so the connect check is O(1).
-	Connected int `json:"connected"`
 	// EventSeq is the last per-room webhook sequence number used.
 	EventSeq uint64 `json:"event_seq"`
+
+	// retired is set (in memory only) when the state read a retired
+	// connect: a participant's record on disk may still say connected,
+	// and the room's load writes it again (see rewriteRetiredRecords).
+	retired bool
 }
 
 func newRoomState(r Room) *roomState {
@@ -96,10 +130,22 @@ func Genesis(b *persistence.Batch, room Room) []byte {
 }
 
 // Loaded completes a snapshot: a room created without participants has
-// none in its JSON.
+// none in its JSON. A snapshot written before connects were reservations
+// may hold participants connected: each goes back to what it was before
+// that connect (created, or left when it had left before), as a restart
+// now loses every reservation.
 func (s *roomState) Loaded() {
 	if s.Participants == nil {
 		s.Participants = make(map[string]*Participant)
+	}
+	for _, p := range s.Participants {
+		if p.Status == ParticipantConnected {
+			p.Status = ParticipantCreated
+			if !p.LeftAt.IsZero() {
+				p.Status = ParticipantLeft
+			}
+			s.retired = true
+		}
 	}
 }
 
@@ -118,23 +164,24 @@ func (s *roomState) Apply(e *roomEvent) error {
 		}
 		s.Participants[p.ID] = &p
 	case e.ParticipantConnected != nil:
+		// The retired connect: what it leaves is the first connect's time
+		// and the session it issued (the participant's latest, so an older
+		// token stays stale). Its reservation is gone, as after a restart.
 		c := e.ParticipantConnected
 		p, err := s.participant("participant_connected", c.ParticipantID)
 		if err != nil {
 			return err
 		}
-		if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-			break // final: never resurrected (the command refuses this anyway)
-		}
-		if !p.counts() {
-			p.Status = ParticipantConnected
-			s.Connected++
+		if p.final() {
+			break
 		}
 		if p.ConnectedAt.IsZero() {
 			p.ConnectedAt = c.At
 		}
-		p.SessionID = c.SessionID
-		p.ConnectExpiresAt = c.ExpiresAt
+		if p.Status != ParticipantJoined {
+			p.SessionID, p.SessionIssuedAt = c.SessionID, c.At
+		}
+		s.retired = true
 	case e.ParticipantJoined != nil:
 		j := e.ParticipantJoined
 		p, err := s.participant("participant_joined", j.ParticipantID)
@@ -142,20 +189,30 @@ func (s *roomState) Apply(e *roomEvent) error {
 			return err
 		}
 		p.Status = ParticipantJoined
-		p.SessionID = j.SessionID
+		p.SessionID, p.SessionIssuedAt = j.SessionID, j.IssuedAt
 		p.JoinedAt = j.At
 		p.Usage = &UsageSession{SessionID: j.SessionID, StartedAt: j.At}
+		if p.ConnectedAt.IsZero() {
+			p.ConnectedAt = j.ConnectedAt
+			if p.ConnectedAt.IsZero() {
+				p.ConnectedAt = j.At
+			}
+		}
 		if s.Room.Status == RoomWaiting {
 			s.Room.Status = RoomActive
 		}
+	case e.SessionRenewed != nil:
+		r := e.SessionRenewed
+		p, err := s.participant("session_renewed", r.ParticipantID)
+		if err != nil {
+			return err
+		}
+		p.SessionID, p.SessionIssuedAt = r.SessionID, r.IssuedAt
 	case e.ParticipantLeft != nil:
 		l := e.ParticipantLeft
 		p, err := s.participant("participant_left", l.ParticipantID)
 		if err != nil {
 			return err
-		}
-		if p.counts() {
-			s.Connected--
 		}
 		if p.Usage != nil {
 			p.ParticipantSeconds += l.Seconds
@@ -179,11 +236,11 @@ func (s *roomState) Apply(e *roomEvent) error {
 		if err != nil {
 			return err
 		}
-		if p.counts() {
-			s.Connected--
-		}
 		p.Status = ParticipantRemoved
 		p.EndedAt = e.ParticipantRemoved.At
+		if p.ConnectedAt.IsZero() {
+			p.ConnectedAt = e.ParticipantRemoved.ConnectedAt
+		}
 	case e.RoomEndingStarted != nil:
 		s.Room.Status = RoomEnding
 		s.Room.EndReason = e.RoomEndingStarted.Reason
@@ -197,9 +254,11 @@ func (s *roomState) Apply(e *roomEvent) error {
 			if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
 				p.Status = ParticipantEnded
 				p.EndedAt = e.RoomEnded.At
+				if at, ok := e.RoomEnded.ConnectedAt[p.ID]; ok && p.ConnectedAt.IsZero() {
+					p.ConnectedAt = at
+				}
 			}
 		}
-		s.Connected = 0
 	default:
 		return core.ErrUnknownEvent
 	}

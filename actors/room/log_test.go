@@ -28,8 +28,10 @@ func refuses[E any, S core.State[E]](t *testing.T, name, want string, s S, e *E)
 func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 	fresh := func() *roomState { return core.ApplyAll(newRoomState(testRoom()), created("p1", 1)) }
 	refuses(t, "no kind", "no kind", fresh(), &roomEvent{EventSeq: 9})
-	ev := connected("p9", 2)
+	ev := joinedAs("p9", "cs_9", 2)
 	refuses(t, "unknown participant", "no participant p9", fresh(), &ev)
+	ev = connected("p9", 2)
+	refuses(t, "unknown participant, retired connect", "no participant p9", fresh(), &ev)
 	ev = created("p1", 3)
 	refuses(t, "a participant created twice", "already exists", fresh(), &ev)
 }
@@ -81,7 +83,7 @@ func TestEventLogStopsAtAnEventItCannotApply(t *testing.T) {
 			t.Fatal("the refused event reached the batch")
 		}
 	}()
-	log.Record(b, connected("p9", 1))
+	log.Record(b, joinedAs("p9", "cs_9", 1))
 }
 
 // A new room's first state, as Genesis writes it, is what its actor

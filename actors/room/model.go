@@ -21,13 +21,19 @@ const (
 )
 
 // Participant statuses. A participant counts against the room's and the
-// project's participant caps from its first connect until it is removed or
-// its room ends.
+// project's participant caps while connected (a reservation, in the room's
+// memory only) or joined (recorded), until it leaves, is removed or its
+// room ends.
 //
 //	created --connect--> connected --media join--> joined --leave--> left
 //	left --connect--> connected (a participant may rejoin while its token is valid)
-//	connected --no join before the media token expires--> left
+//	connected --no join before the media token expires--> created or left, as before
 //	any but removed/ended --DELETE--> removed; --room ends--> ended
+//
+// connected is never recorded: the journal and the participant's record
+// hold created, joined, left, removed and ended; GET shows a live
+// reservation as connected from the room's Gate. A restart forgets the
+// reservations, and a join that would have matched one is re-checked.
 const (
 	ParticipantCreated   = "created"
 	ParticipantConnected = "connected"
@@ -72,14 +78,14 @@ type Participant struct {
 	ConnectedAt time.Time       `json:"connected_at"`
 	EndedAt     time.Time       `json:"ended_at"`
 
-	// SessionID is the latest connect session; ConnectExpiresAt is when its
-	// media token expires (a connected participant that has not joined by
-	// then gives its slot back).
-	SessionID        string    `json:"session_id,omitempty"`
-	ConnectExpiresAt time.Time `json:"connect_expires_at"`
-	JoinedAt         time.Time `json:"joined_at"`
-	LeftAt           time.Time `json:"left_at"`
-	LeftReason       string    `json:"left_reason,omitempty"`
+	// SessionID is the latest session recorded (joined, or renewed while
+	// joined); SessionIssuedAt its media token's issue time. A join with
+	// an older token is stale, and a session that left never joins again.
+	SessionID       string    `json:"session_id,omitempty"`
+	SessionIssuedAt time.Time `json:"session_issued_at"`
+	JoinedAt        time.Time `json:"joined_at"`
+	LeftAt          time.Time `json:"left_at"`
+	LeftReason      string    `json:"left_reason,omitempty"`
 	// Usage is the open usage session while joined.
 	Usage *UsageSession `json:"usage,omitempty"`
 	// ParticipantSeconds is the finalized usage of all its closed sessions.
@@ -95,9 +101,10 @@ type UsageSession struct {
 	ChargedMicros  int64     `json:"charged_micros"`  // total charged so far for this session
 }
 
-// counts reports whether the participant holds a slot of the caps.
-func (p *Participant) counts() bool {
-	return p.Status == ParticipantConnected || p.Status == ParticipantJoined
+// final reports whether the participant was removed or ended with its
+// room: nothing admits it again.
+func (p *Participant) final() bool {
+	return p.Status == ParticipantRemoved || p.Status == ParticipantEnded
 }
 
 // NewParticipant is a participant to create, as its request's checks

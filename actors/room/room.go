@@ -22,11 +22,6 @@ type (
 		Params NewParticipant
 		Idem   *core.IdemPending // nil without an Idempotency-Key
 	}
-	// Connect decides a connect (POST /v1/connect) for the participant of
-	// a verified token.
-	Connect struct {
-		Claims auth.ParticipantClaims
-	}
 	// RemoveParticipant removes a participant (DELETE); idempotent.
 	RemoveParticipant struct {
 		Caller        core.Caller
@@ -54,32 +49,33 @@ const (
 )
 
 // roomActor owns one room: its status, its participants and the
-// max_participants cap. It decides a connect in one step.
+// max_participants cap, which it publishes in its Gate for the connect
+// path; it owns every durable command.
 type roomActor struct {
 	env       *core.Env
 	id        string
 	projectID string
 	gate      *core.ProjectGate // what the room's project publishes
+	seats     *Gate             // what the room publishes: admission, slots, seats
 	log       *core.Log[roomEvent, *roomState]
 	state     *roomState     // log.State()
 	recovery  *core.Recovery // nil when spawned at run time (its snapshot is in the creating batch)
 
 	// As in projectActor: recovery may run again after a restart, so the
-	// start-up recovery is told once and countedSlots (this room's share
-	// of the participant counters) is corrected, not added again.
-	recovered    bool
-	countedSlots int
+	// start-up recovery is told once (the Gate corrects the slots itself).
+	recovered bool
 
 	chargesWritten bool      // a batch being built holds charges for the wallet
 	lastSettle     time.Time // when active sessions were last charged (memory only)
 }
 
-// New is the actor of room id in project projectID, which publishes gate.
-// It recovers from its snapshot and journal when it starts; rec is the
-// start-up recovery that waits for it, nil for a room created at run time
-// (its snapshot is in the batch that created it).
-func New(env *core.Env, id, projectID string, gate *core.ProjectGate, rec *core.Recovery) actor.Actor {
-	return &roomActor{env: env, id: id, projectID: projectID, gate: gate, recovery: rec}
+// New is the actor of room id in project projectID, which publishes gate;
+// the room publishes seats (NewGate), which the engine hands the connect
+// path. It recovers from its snapshot and journal when it starts; rec is
+// the start-up recovery that waits for it, nil for a room created at run
+// time (its snapshot is in the batch that created it).
+func New(env *core.Env, id, projectID string, gate *core.ProjectGate, seats *Gate, rec *core.Recovery) actor.Actor {
+	return &roomActor{env: env, id: id, projectID: projectID, gate: gate, seats: seats, recovery: rec}
 }
 
 // Receive runs one message on the room's goroutine.
@@ -89,8 +85,6 @@ func (a *roomActor) Receive(ctx actor.Context) {
 		a.recover()
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
-		case Connect:
-			a.connect(c, m)
 		case CreateParticipant:
 			a.createParticipant(c, m)
 		case RemoveParticipant:
@@ -136,11 +130,12 @@ func (a *roomActor) load(first bool) error {
 		return err
 	}
 	a.log, a.state = log, log.State()
-	// Recovered cap slots count again; no limit check, they were admitted.
-	delta := int64(a.state.Connected - a.countedSlots)
-	a.gate.ActiveParticipants.Add(delta)
-	a.env.Gauges.ActiveParticipants.Add(delta)
-	a.countedSlots = a.state.Connected
+	// Recovered joins hold their slots again (no limit check, they were
+	// admitted); reservations did not survive.
+	a.seats.load(a.state)
+	if a.state.retired {
+		a.rewriteRetiredRecords()
+	}
 	if first && !a.env.Settings.MediaNodeRunsOnItsOwn && a.admitting() { // a panic restart keeps the process, and the node, running
 		a.closeSessionsLostInRestart()
 	}
@@ -234,94 +229,21 @@ func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 		env.PutStored(b, m.Idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
+	a.seats.add(a.state.Participants[p.ID]) // its token is handed out once the batch is durable
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
-// connect runs the connect checks that need state, in the spec's order:
-// project status, room status, participant status, participant limit,
-// project quota, account credit policy, media availability. Token signature
-// and expiry were checked before the message was sent.
-//
-// Every check runs before anything is taken: the project's slot is taken
-// last, with a compare-and-swap that fails only if other rooms took the
-// project's last slots since the quota check (then the answer is that
-// check's), so no refusal ever holds a slot or gives one back.
-func (a *roomActor) connect(m Connect, r *core.Envelope) {
-	env := a.env
-	if a.gate.Record.Load().Status != core.ProjectActive {
-		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
-		return
+// rewriteRetiredRecords writes again the records of a room whose state read
+// a retired connect: such a record may still say connected, which is now
+// a reservation of the room's memory, lost with the release before.
+// Idempotent: it runs at each load until a snapshot without the retired
+// events is written.
+func (a *roomActor) rewriteRetiredRecords() {
+	b := a.env.Store.NewBatch()
+	for _, p := range a.state.Participants {
+		a.putParticipantRecord(b, p)
 	}
-	a.expireIfDue()
-	if !a.admitting() {
-		r.Respond(core.Reply{Err: a.closedError()})
-		return
-	}
-	p, ok := a.state.Participants[m.Claims.ParticipantID]
-	if !ok {
-		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.Claims.ParticipantID)})
-		return
-	}
-	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
-			WithDetails("participant_status", p.Status)})
-		return
-	}
-	// A participant already holding its slot (connected or joined) skips
-	// the two caps and gets a new session.
-	newSlot := !p.counts()
-	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
-	if newSlot {
-		if a.state.Connected >= a.state.Room.MaxParticipants {
-			r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
-				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
-			return
-		}
-		if a.gate.ActiveParticipants.Load() >= int64(limit) {
-			r.Respond(core.Reply{Err: errProjectFull(limit)})
-			return
-		}
-	}
-	if a.creditGateClosed() {
-		r.Respond(core.Reply{Err: errInsufficientCredit})
-		return
-	}
-	if env.Settings.MediaURL == "" {
-		r.Respond(core.Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
-		return
-	}
-	now := env.Clock.Now()
-	expiresAt := now.Add(env.Settings.MediaTokenTTL)
-	if expiresAt.After(a.state.Room.ExpiresAt) {
-		expiresAt = a.state.Room.ExpiresAt // a media session never outlives its room
-	}
-	// Tokens carry whole seconds; the session's expires_at says exactly what
-	// the token says. Less than a second of room left is an expired room.
-	expiresAt = expiresAt.Truncate(time.Second)
-	if !expiresAt.After(now) {
-		a.startEnding(EndReasonExpired, nil, nil)
-		r.Respond(core.Reply{Err: a.closedError()})
-		return
-	}
-	// Every check passed: take the project's slot, last.
-	if newSlot && !a.acquireProjectSlot(limit) {
-		r.Respond(core.Reply{Err: errProjectFull(limit)})
-		return
-	}
-	sessionID := ids.New(ids.ConnectSession)
-	mediaToken := env.Keys.SignMediaToken(auth.MediaClaims{
-		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
-	})
-	body := core.MustJSON(ConnectView{
-		Object: "connect_session", SessionID: sessionID, Endpoint: env.Settings.MediaURL, MediaToken: mediaToken,
-		ExpiresAt: core.Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
-	})
-	b := env.Store.NewBatch()
-	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now, ExpiresAt: expiresAt}})
-	if newSlot {
-		a.putParticipantRecord(b, p) // its status is connected now
-	}
-	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
+	a.env.Store.Commit(b, nil)
 }
 
 // errProjectFull is the project quota's answer (max_active_participants).
@@ -334,9 +256,8 @@ func errProjectFull(limit int) *apierr.Error {
 // in-process media node lost when the process stopped. Each ends at the
 // last instant it was settled (charged) for: the control plane cannot know
 // when the process died, and billing must never include the downtime.
-// A participant that had only connected keeps its slot: its media token may
-// still be valid, and it can join the restarted node (lapseConnects frees
-// the slot if it does not).
+// A participant that had only connected lost its reservation with the
+// restart; its media token may still be valid, and its join is re-checked.
 func (a *roomActor) closeSessionsLostInRestart() {
 	var b *persistence.Batch
 	for _, p := range a.state.Participants {
@@ -362,40 +283,6 @@ var errInsufficientCredit = apierr.New(apierr.InsufficientCredit,
 // creditGateClosed reports whether the workspace's wallet closed the gate.
 func (a *roomActor) creditGateClosed() bool { return a.gate.CreditClosed() }
 
-// lapseConnects gives back the slot of a connected participant that did not
-// join the media node before its media token expired.
-func (a *roomActor) lapseConnects(now time.Time) {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
-			if b == nil {
-				b = a.env.Store.NewBatch()
-			}
-			a.leave(b, p, now, LeftReasonConnectTimeout)
-		}
-	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
-	}
-}
-
-// acquireProjectSlot takes one of the project's active participant slots
-// if fewer than limit are taken. Lock-free and exact under concurrency.
-func (a *roomActor) acquireProjectSlot(limit int) bool {
-	if !a.gate.TakeSlot(limit) {
-		return false
-	}
-	a.env.Gauges.ActiveParticipants.Add(1)
-	a.countedSlots++
-	return true
-}
-
-func (a *roomActor) releaseProjectSlots(n int) {
-	a.gate.ActiveParticipants.Add(-int64(n))
-	a.env.Gauges.ActiveParticipants.Add(-int64(n))
-	a.countedSlots -= n
-}
-
 func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
 	p, ok := a.state.Participants[m.ParticipantID]
 	if !ok {
@@ -407,14 +294,26 @@ func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
 		return
 	}
 	now := a.env.Clock.Now()
-	joined := p.Status == ParticipantJoined
+	// The seat closes first: from here no connect reserves for it, and a
+	// reservation or join it held gives its slot back.
+	was := a.seats.move(p.ID, func(cur *seatState) *seatState {
+		next := *cur
+		next.status, next.closedAs, next.joined = seatClosed, ParticipantRemoved, ""
+		return &next
+	})
 	b := a.env.Store.NewBatch()
-	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
-	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
+	a.leave(b, p, now, LeftReasonRemoved) // finalizes a joined participant's usage
+	removal := &participantRemoved{ParticipantID: p.ID, At: now}
+	if was != nil && p.ConnectedAt.IsZero() {
+		removal.ConnectedAt = was.connectedAt // a connect only the room's memory knew
+	}
+	a.record(b, roomEvent{ParticipantRemoved: removal})
 	body := a.putParticipantRecord(b, p)
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 	a.nudgeWallet()
-	if media := a.env.Media.Engine(); media != nil && joined {
+	// The node refuses its later joins: a media token it still holds (a
+	// join, or a reservation's) must not get in.
+	if media := a.env.Media.Engine(); media != nil && was != nil && (was.status == seatJoined || now.Before(was.expiresAt)) {
 		media.RemoveParticipant(a.id, p.ID)
 	}
 }
@@ -439,6 +338,7 @@ func (a *roomActor) startEnding(reason string, caller *core.Caller, done func(bo
 		env.Audit.Project(b, a.projectID, caller, "room.deleted", core.AuditTarget{Type: "room", ID: a.id}, nil)
 	}
 	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: env.Clock.Now()}})
+	a.seats.close(&a.state.Room) // no connect reserves from here on
 	body := a.putRoomRecord(b)
 	env.Store.Commit(b, func() {
 		if done != nil {
@@ -467,9 +367,19 @@ func (a *roomActor) finishEnding() {
 			open = append(open, p)
 		}
 	}
+	a.seats.close(&a.state.Room) // every slot given back (again, after a restart mid-ending)
+	end := &roomEnded{At: now}
+	for _, p := range open {
+		if at := a.seats.connectedAt(p.ID); p.ConnectedAt.IsZero() && !at.IsZero() {
+			if end.ConnectedAt == nil {
+				end.ConnectedAt = make(map[string]time.Time)
+			}
+			end.ConnectedAt[p.ID] = at // a connect only the room's memory knew
+		}
+	}
 	seq := a.state.EventSeq + 1
 	env.Outbox.Emit(b, a.projectID, core.EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
-	a.record(b, roomEvent{RoomEnded: &roomEnded{At: now}, EventSeq: seq})
+	a.record(b, roomEvent{RoomEnded: end, EventSeq: seq})
 	a.putRoomRecord(b)
 	for _, p := range open {
 		a.putParticipantRecord(b, p)
@@ -509,7 +419,7 @@ func (a *roomActor) sweep() (stop bool) {
 	a.expireIfDue()
 	now := a.env.Clock.Now()
 	if a.admitting() {
-		a.lapseConnects(now)
+		a.seats.lapse(now) // no write: a reservation lives in memory only
 		if interval := a.env.Settings.Billing.SettleInterval; now.Sub(a.lastSettle) >= interval {
 			// On the interval's grid, not at this sweep's reading: sweeps
 			// come on a real 1 s ticker, and with its jitter a sweep a hair

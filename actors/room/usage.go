@@ -21,10 +21,13 @@ const (
 	LeftReasonRestart          = "control_plane_restart" // the embedded node restarted with the process
 )
 
-// MediaJoin is a media node's report that a participant joined.
+// MediaJoin is a media node's report that a participant's session asks to
+// join (a node that awaits admission holds the socket until the room
+// answers AdmitSession or CloseSession) or joined (a node that does not).
+// IssuedAt is the session's media token's issue time.
 type MediaJoin struct {
 	SessionID, ProjectID, RoomID, ParticipantID string
-	At                                          time.Time
+	IssuedAt, At                                time.Time
 }
 
 // MediaLeave is a media node's report that a participant left.
@@ -36,10 +39,12 @@ type MediaLeave struct {
 
 // MediaPresence is a media node's snapshot of who is connected, for the
 // reconciler: it recovers joins and leaves the control plane missed.
+// Pending are the joins the node holds waiting for the room's answer.
 type MediaPresence struct {
 	NodeID   string
 	At       time.Time
 	Sessions []MediaJoin
+	Pending  []MediaJoin
 }
 
 // The room's messages from the media side (no answer). They are never
@@ -54,23 +59,125 @@ type (
 	Presence struct {
 		At       time.Time
 		Sessions map[string]MediaJoin // participant id -> its session on the node
+		Pending  []MediaJoin          // joins the node holds, waiting for an answer
 	}
 )
 
-// join admits a reported media join: only for the participant's current
-// connect session, and only while it is connected (holds a slot).
+// Codes a room closes a media session with (CloseSession): the media
+// node's error codes (docs/media-protocol.md), which client SDKs map to
+// the spec's normalized codes.
+const (
+	RefuseRoomClosed         = "room_closed"               // the room ended
+	RefuseRemoved            = "removed"                   // the participant was removed
+	RefuseSessionEnded       = "token_expired"             // the session joined and left: connect again
+	RefuseSessionSuperseded  = "session_superseded"        // a newer session of the participant exists
+	RefuseParticipantLimit   = "participant_limit_reached" // re-checked: the room or the project is full
+	RefuseInsufficientCredit = "insufficient_credit"       // re-checked: the credit gate is closed
+)
+
+// join decides a media join: the join is the point of record. Only the
+// participant's own latest session is admitted:
+//   - the session of its live reservation is recorded, taking over the
+//     reservation's slot;
+//   - a session the room does not know (its reservation lapsed, or was
+//     lost with a restart) but issued after every session the room knows
+//     is re-checked as a connect would be (participant and room status,
+//     room cap, project quota, credit gate) and recorded only if it
+//     passes;
+//   - a session issued no later than the latest known one is stale, a
+//     session that joined and left never joins again, and a removed
+//     participant or a closed room admits nobody.
+//
+// A session recorded is admitted (AdmitSession) once its batch is durable:
+// the node serves nothing the room has not recorded. Any other is closed
+// (CloseSession) with its reason, and nothing is recorded. A join of the
+// session already recorded is admitted again (the node may have lost the
+// answer) and records nothing.
 func (a *roomActor) join(r MediaJoin) {
 	p, ok := a.state.Participants[r.ParticipantID]
-	if !ok || a.state.Room.Status != RoomWaiting && a.state.Room.Status != RoomActive {
+	switch {
+	case !a.admitting():
+		a.refuseJoin(r, RefuseRoomClosed)
+		return
+	case !ok || p.final():
+		a.refuseJoin(r, RefuseRemoved)
 		return
 	}
-	if p.Status == ParticipantJoined && p.SessionID == r.SessionID {
-		return // duplicate report (the node and the reconciler both told us)
+	limit := a.env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
+	for {
+		seat := a.seats.seat(p.ID)
+		cur := seat.state.Load()
+		known := r.SessionID == cur.session
+		switch {
+		case cur.status == seatJoined && cur.joined == r.SessionID:
+			a.admitJoin(r) // already recorded
+			return
+		case cur.status == seatClosed:
+			a.refuseJoin(r, RefuseRemoved)
+			return
+		case !known && !r.IssuedAt.After(cur.issuedAt):
+			a.refuseJoin(r, RefuseSessionSuperseded)
+			return
+		case r.SessionID == p.SessionID && p.Status == ParticipantLeft:
+			a.refuseJoin(r, RefuseSessionEnded)
+			return
+		}
+		next := *cur
+		next.status, next.joined, next.session = seatJoined, r.SessionID, r.SessionID
+		if !known {
+			next.issuedAt, next.expiresAt = r.IssuedAt, time.Time{}
+		}
+		took := false
+		switch {
+		case known && cur.status != seatOpen:
+			// The session of its reservation (or, while joined, of a
+			// reconnect): checked by its connect, the slot is its own.
+		case cur.status != seatOpen:
+			// Unknown, newer than what it holds: the participant's slot,
+			// checked again as its connect would be, but for the caps.
+			if a.creditGateClosed() {
+				a.refuseJoin(r, RefuseInsufficientCredit)
+				return
+			}
+		default:
+			// Unknown or lapsed, holding nothing: every check again.
+			if a.creditGateClosed() {
+				a.refuseJoin(r, RefuseInsufficientCredit)
+				return
+			}
+			switch a.seats.takeSlot(limit) {
+			case takeRoomFull, takeProjectFull:
+				a.refuseJoin(r, RefuseParticipantLimit)
+				return
+			case takeClosed:
+				a.refuseJoin(r, RefuseRoomClosed)
+				return
+			}
+			took = true
+		}
+		if !seat.state.CompareAndSwap(cur, &next) {
+			if took {
+				a.seats.giveSlot()
+			}
+			continue // a connect of the participant moved its seat: decide again
+		}
+		a.recordJoin(p, r, cur)
+		return
 	}
-	if p.Status != ParticipantConnected || p.SessionID != r.SessionID {
-		return // a stale session, or a participant that left, was removed or never connected
-	}
+}
+
+// recordJoin records an admitted join: a participant that was not joined
+// joins (its usage starts, participant.joined is emitted); a joined one
+// moves to its newer session (renewed: the node replaces its socket, its
+// usage goes on). The node is told to admit the session once the batch is
+// durable.
+func (a *roomActor) recordJoin(p *Participant, r MediaJoin, was *seatState) {
 	b := a.env.Store.NewBatch()
+	if p.Status == ParticipantJoined {
+		a.record(b, roomEvent{SessionRenewed: &participantRenewed{ParticipantID: p.ID, SessionID: r.SessionID, IssuedAt: r.IssuedAt, At: r.At}})
+		a.env.Store.Commit(b, func() { a.admitJoin(r) })
+		return
+	}
 	wasWaiting := a.state.Room.Status == RoomWaiting
 	seq := a.state.EventSeq
 	next := func() uint64 { seq++; return seq }
@@ -79,20 +186,38 @@ func (a *roomActor) join(r MediaJoin) {
 	}
 	a.env.Outbox.Emit(b, a.projectID, core.EventParticipantJoined, r.At, map[string]any{
 		"room_id": a.id, "participant_id": p.ID, "session_id": r.SessionID, "sequence": next()})
-	a.record(b, roomEvent{ParticipantJoined: &participantJoined{ParticipantID: p.ID, SessionID: r.SessionID, At: r.At}, EventSeq: seq})
+	a.record(b, roomEvent{ParticipantJoined: &participantJoined{
+		ParticipantID: p.ID, SessionID: r.SessionID, IssuedAt: r.IssuedAt, ConnectedAt: was.connectedAt, At: r.At}, EventSeq: seq})
 	a.putParticipantRecord(b, p)
 	if wasWaiting {
 		a.putRoomRecord(b)
 	}
-	a.env.Store.Commit(b, nil)
+	a.env.Store.Commit(b, func() { a.admitJoin(r) })
+}
+
+// admitJoin tells the media engine to serve a recorded session. Called
+// once the record is durable (from the syncer: the engine never blocks).
+func (a *roomActor) admitJoin(r MediaJoin) {
+	if media := a.env.Media.Engine(); media != nil {
+		media.AdmitSession(a.id, r.ParticipantID, r.SessionID)
+	}
+}
+
+// refuseJoin tells the media engine to close a session the room did not
+// record, with code.
+func (a *roomActor) refuseJoin(r MediaJoin, code string) {
+	if media := a.env.Media.Engine(); media != nil {
+		media.CloseSession(a.id, r.ParticipantID, r.SessionID, code)
+	}
 }
 
 // leave finalizes a joined participant's usage session into b: the last
 // charge, the per-day usage records, and participant.left plus
-// usage.finalized. A connected participant that never joined just gives its
-// slot back. The caller commits b.
+// usage.finalized; its seat gives its slot back (or keeps it for a newer
+// live reservation). A participant not joined has nothing to finalize.
+// The caller commits b.
 func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, reason string) {
-	if !p.counts() {
+	if p.Status != ParticipantJoined {
 		return
 	}
 	if at.Before(p.JoinedAt) {
@@ -115,7 +240,7 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 			"sequence": next()})
 	}
 	a.record(b, roomEvent{ParticipantLeft: &participantLeft{ParticipantID: p.ID, At: at, Reason: reason, Seconds: seconds, ChargedMicros: charged}, EventSeq: seq})
-	a.releaseProjectSlots(1)
+	a.seats.leave(p.ID, a.env.Clock.Now())
 	a.putParticipantRecord(b, p)
 }
 
@@ -234,12 +359,14 @@ func (a *roomActor) mediaLeft(r MediaLeave) {
 
 // reconcile compares the room with a media node's snapshot: a joined
 // participant the node no longer has left (at the snapshot's time); a
-// connected one the node has joined (at the time the node saw it).
+// session the node holds that the room has not recorded as its
+// participant's (a join report lost, an answer lost, a node that admits
+// before asking) is decided as a join: recorded and admitted, or closed.
 func (a *roomActor) reconcile(m Presence) {
 	if !a.admitting() {
 		// The node still holds sessions of a room that is closing or
 		// closed: a close command was lost. Ask again (idempotent).
-		if len(m.Sessions) > 0 {
+		if len(m.Sessions) > 0 || len(m.Pending) > 0 {
 			if media := a.env.Media.Engine(); media != nil {
 				media.CloseRoom(a.id, a.state.Room.EndReason)
 			}
@@ -255,9 +382,12 @@ func (a *roomActor) reconcile(m Presence) {
 			b := a.env.Store.NewBatch()
 			a.leave(b, p, m.At, LeftReasonReconciled)
 			a.env.Store.Commit(b, nil)
-		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
+		case onNode && (p.Status != ParticipantJoined || s.SessionID != p.SessionID):
 			a.join(s)
 		}
+	}
+	for _, s := range m.Pending {
+		a.join(s)
 	}
 	a.nudgeWallet()
 }

@@ -1,6 +1,8 @@
 package room
 
 import (
+	"time"
+
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/persistence"
@@ -110,4 +112,39 @@ func RecordKey(projectID, roomID string) []byte {
 // participant as the API shows it.
 func ParticipantRecordKey(projectID, roomID, participantID string) []byte {
 	return []byte(persistence.PrefixPart + projectID + "/" + roomID + "/" + participantID)
+}
+
+// ShowReservation is a participant's record as the API shows it while its
+// room lives: connected when the room holds a live connect reservation for
+// it (in memory; never recorded), and with its first connect, connectedAt,
+// when the record has none yet (a connect is recorded with the
+// participant's join, removal or its room's end).
+func ShowReservation(record []byte, connectedAt time.Time, reserved bool) []byte {
+	if !reserved && connectedAt.IsZero() {
+		return record
+	}
+	var v ParticipantView
+	if json.Unmarshal(record, &v) != nil {
+		return record // a record is always a view; never worse than what is stored
+	}
+	changed := false
+	if reserved && v.Status != ParticipantConnected {
+		v.Status, changed = ParticipantConnected, true
+	}
+	if v.ConnectedAt == nil && !connectedAt.IsZero() {
+		v.ConnectedAt, changed = core.OptionalTimestamp(connectedAt), true
+	}
+	if !changed {
+		return record
+	}
+	return core.MustJSON(v)
+}
+
+// ConnectBody is the connect session (POST /v1/connect's answer) of s,
+// served by the media node at endpoint with mediaToken.
+func ConnectBody(s ConnectSession, endpoint, mediaToken string) []byte {
+	return core.MustJSON(ConnectView{
+		Object: "connect_session", SessionID: s.SessionID, Endpoint: endpoint, MediaToken: mediaToken,
+		ExpiresAt: core.Timestamp(s.ExpiresAt), Room: idRef{s.RoomID}, Participant: idRef{s.ParticipantID}, Features: featuresOf(s.Role),
+	})
 }

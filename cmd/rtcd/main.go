@@ -258,6 +258,8 @@ func runMedia(args []string) error {
 	dataDir := fs.String("data-dir", envOr("RTCD_DATA_DIR", "./data"), "control plane data directory to derive the key from (same machine)")
 	hostname, _ := os.Hostname()
 	nodeID := fs.String("node-id", envOr("RTCD_MEDIA_NODE_ID", hostname), "name of this node in reports")
+	awaitAdmission := fs.Bool("await-admission", envOr("RTCD_MEDIA_AWAIT_ADMISSION", "true") == "true",
+		"serve a join only once the control plane has recorded it (it answers through the control plane's --media-control-url); false admits at once")
 	logLevel := fs.String("log-level", envOr("RTCD_LOG_LEVEL", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -272,7 +274,7 @@ func runMedia(args []string) error {
 	if err != nil {
 		return err
 	}
-	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter})
+	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter, AwaitAdmission: *awaitAdmission})
 	if err != nil {
 		return err
 	}
