@@ -44,6 +44,12 @@ type upgradeManifest struct {
 	UsageSeconds float64   `json:"usage_seconds"`
 	SecondAcct   string    `json:"second_account"` // a workspace made from the dashboard
 	Invitation   string    `json:"invitation"`     // pending, in the first workspace
+	// ReservedRoom holds participants connected (not joined) when the
+	// server stopped: Reserved[0] connected in the room's snapshot,
+	// Reserved[1] in its journal tail (written by a release that journaled
+	// connects, as participant_connected; v0.1-connects).
+	ReservedRoom string   `json:"reserved_room,omitempty"`
+	Reserved     []string `json:"reserved,omitempty"`
 }
 
 // upgradeFixtureFiles are the files of a data directory a fixture keeps
@@ -214,6 +220,9 @@ func upgradeChecks(t *testing.T, e *env, m upgradeManifest, k string) {
 	if s := e.getRoomStatus(m.EndedRoom); s != "ended" {
 		t.Errorf("ended room is %s", s)
 	}
+	if m.ReservedRoom != "" {
+		upgradeReservations(t, e, m)
+	}
 	if s := e.getRoomStatus(m.UsedRoom); s != "active" {
 		t.Errorf("used room is %s", s)
 	}
@@ -254,4 +263,36 @@ func upgradeChecks(t *testing.T, e *env, m upgradeManifest, k string) {
 	room2 := e.createRoom(map[string]any{"name": "after the upgrade"})
 	e.createParticipant(room2, nil)
 	e.do("GET", "/v1/accounts/"+m.SecondAcct+"/members", m.Session, nil).must(t, 200)
+}
+
+// upgradeReservations: participants a release that journaled connects left
+// connected (in a snapshot, in a journal tail) recover as what they were
+// before that connect: a connect is now a reservation in memory, lost with
+// the process that made it (the crash contract, docs/storage.md). They
+// keep their first connect, and hold no slot: two newcomers fill the room
+// (max_participants 2), shown connected from the room's memory.
+func upgradeReservations(t *testing.T, e *env, m upgradeManifest) {
+	t.Helper()
+	for _, id := range m.Reserved {
+		p := e.getParticipant(m.ReservedRoom, id)
+		if p.Str("status") != "created" || p.Str("connected_at") == "" {
+			t.Errorf("participant %s connected by the release before: %s", id, p.Raw)
+		}
+	}
+	var newcomers []string
+	for i := 0; i < 3; i++ {
+		id, tok := e.createParticipant(m.ReservedRoom, nil)
+		r := e.connect(tok)
+		if i < 2 {
+			r.must(t, 200)
+			newcomers = append(newcomers, id)
+		} else {
+			mustQuota(t, r, "max_participants", 2)
+		}
+	}
+	for _, id := range newcomers {
+		if s := e.participantStatus(m.ReservedRoom, id); s != "connected" {
+			t.Errorf("newcomer %s is %s", id, s)
+		}
+	}
 }
