@@ -82,6 +82,9 @@ type Engine struct {
 
 	dispatcher *dispatch.Dispatcher
 
+	// connectEndpoint is the media URL of connect sessions, encoded once.
+	connectEndpoint atomic.Pointer[encodedEndpoint]
+
 	// directory is the actor owning users, sessions, workspaces, members
 	// and invitations; sessions is what it publishes for authentication.
 	directory *actor.PID

@@ -172,55 +172,86 @@ func (e *Engine) RemoveParticipant(c *core.Caller, roomID, participantID string)
 
 // Connect exchanges a participant token for a connect session (POST /v1/connect).
 func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Error) {
-	if err := e.env.AllowRate("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.env.Settings.ConnectPerIPPerMinute); err != nil {
+	body, err := e.AppendConnect(nil, p, sourceIP)
+	if err != nil {
 		return Result{}, err
 	}
+	return Result{Status: 200, Body: body}, nil
+}
+
+// AppendConnect is Connect appending the connect session's body to dst
+// (the caller's pooled buffer). The request reads the engine's clock once:
+// its rates, the token's expiry, the reservation and the media token's
+// times are all of that one instant.
+func (e *Engine) AppendConnect(dst []byte, p *ConnectParams, sourceIP string) ([]byte, *apierr.Error) {
+	now := e.env.Clock.Now()
+	if err := e.env.AllowRateAt("connect_ip:"+sourceIP, "connect_per_ip_per_minute", e.env.Settings.ConnectPerIPPerMinute, now); err != nil {
+		return nil, err
+	}
 	if p.Token == nil {
-		return Result{}, apierr.Invalid("token", "token is required")
+		return nil, apierr.Invalid("token", "token is required")
 	}
 	if p.SDK != nil {
 		if err := checkText("sdk.name", &p.SDK.Name, MaxSDKFieldBytes); err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		if err := checkText("sdk.version", &p.SDK.Version, MaxSDKFieldBytes); err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		if err := checkText("sdk.platform", &p.SDK.Platform, MaxSDKFieldBytes); err != nil {
-			return Result{}, err
+			return nil, err
 		}
 	}
-	claims, err := e.env.Keys.VerifyParticipantToken(*p.Token, e.env.Clock.Now())
+	claims, err := e.env.Keys.VerifyParticipantToken(*p.Token, now)
 	switch {
 	case errors.Is(err, auth.ErrTokenExpired):
-		return Result{}, apierr.New(apierr.ParticipantTokenExpired, "the participant token has expired; ask your backend for a new one")
+		return nil, apierr.New(apierr.ParticipantTokenExpired, "the participant token has expired; ask your backend for a new one")
 	case err != nil:
-		return Result{}, apierr.New(apierr.ParticipantTokenInvalid, "the participant token is malformed or its signature does not verify")
+		return nil, apierr.New(apierr.ParticipantTokenInvalid, "the participant token is malformed or its signature does not verify")
 	}
 	h, ok := e.project(claims.ProjectID)
 	if !ok {
-		return Result{}, apierr.New(apierr.PermissionDenied, "the project of this token does not exist")
+		return nil, apierr.New(apierr.PermissionDenied, "the project of this token does not exist")
 	}
 	limits := e.env.LimitsOf(h.gate.Record.Load())
-	if err := e.env.AllowRate("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute); err != nil {
-		return Result{}, err
+	if err := e.env.AllowRateAt("connect:"+claims.ProjectID, "connect_requests_per_minute", limits.ConnectRequestsPerMinute, now); err != nil {
+		return nil, err
 	}
 	rh, ok := e.room(claims.RoomID)
 	if !ok || rh.projectID != claims.ProjectID {
-		return e.connectToStoppedRoom(claims.ProjectID, claims.RoomID)
+		_, err := e.connectToStoppedRoom(claims.ProjectID, claims.RoomID)
+		return nil, err
 	}
 	// Decided here, on the request's goroutine, against what the room
 	// publishes: no message, no journal write (the join is the point of
-	// record).
-	now := e.env.Clock.Now()
+	// record). The token is signed after, outside anything shared.
 	s, aerr := rh.gate.Connect(e.env, claims.ParticipantID, now)
 	if aerr != nil {
-		return Result{}, aerr
+		return nil, aerr
 	}
 	mediaToken := e.env.Keys.SignMediaToken(auth.MediaClaims{
 		SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
 		Role: s.Role, IssuedAt: s.IssuedAt, ExpiresAt: s.ExpiresAt,
 	})
-	return Result{Status: 200, Body: room.ConnectBody(s, e.env.Settings.MediaURL, mediaToken)}, nil
+	return room.AppendConnectBody(dst, s, e.endpointJSON(), mediaToken), nil
+}
+
+// endpointJSON is the connect session's endpoint (the media URL), encoded
+// once.
+func (e *Engine) endpointJSON() []byte {
+	url := e.env.Settings.MediaURL
+	if enc := e.connectEndpoint.Load(); enc != nil && enc.url == url {
+		return enc.json
+	}
+	enc := &encodedEndpoint{url: url, json: room.EncodeEndpoint(url)}
+	e.connectEndpoint.Store(enc)
+	return enc.json
+}
+
+// encodedEndpoint is a media URL and its JSON.
+type encodedEndpoint struct {
+	url  string
+	json []byte
 }
 
 // connectToStoppedRoom answers a connect to a room with no live actor:

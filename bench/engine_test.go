@@ -29,10 +29,12 @@ func durableCommit(s *persistence.Store) func() error {
 
 // BenchmarkConnect is Engine.Connect, the decision behind POST /v1/connect:
 // the per-IP and per-project rate limits, the participant token's
-// verification, then the room actor's checks (project, room and participant
-// status, room and project caps, credit gate), a media token, the response
-// body, and the journal event committed durably (the reply waits for the
-// fsync). Real engine, real Pebble store in a temporary directory.
+// verification, then the room's checks against what it publishes (project,
+// room and participant status, room and project caps taken by
+// compare-and-swap, credit gate), a media token and the response body, all
+// on the caller's goroutine: since issue 15 a connect is a reservation in
+// memory, with no message to the room and no journal write. Real engine,
+// real Pebble store in a temporary directory.
 //
 //   - reconnect: the same participant connects again and again (a new
 //     connect session each time; no new slot, no participant record).
@@ -42,8 +44,9 @@ func durableCommit(s *persistence.Store) func() error {
 //     over 64 rooms: connects of different rooms run in parallel and share
 //     fsyncs. Reports connects/s.
 //
-// x_durable_commit is the multiple of one durable journal commit of the
-// same size on the same store (the part of a connect that is disk).
+// x_durable_commit is the multiple of one durable journal commit of a
+// journal event on the same store: what a connect waited for before issue
+// 15, which it no longer does.
 func BenchmarkConnect(b *testing.B) {
 	b.Run("reconnect", func(b *testing.B) {
 		f := newFixture(b)

@@ -24,7 +24,11 @@ const jsonWhitespace = " \t\r\n"
 // as {} when emptyOK (every field of the request is optional); a body of
 // only whitespace is not empty, and is refused like any other non-object.
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
-	raw := rc.ctx.PostBody()
+	return decodeBody(rc.ctx.PostBody(), v, emptyOK)
+}
+
+// decodeBody is decode of the body raw.
+func decodeBody(raw []byte, v any, emptyOK bool) *apierr.Error {
 	if len(raw) == 0 && emptyOK {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package http
 
 import (
+	"sync"
+
 	"rtcd/actors"
 	"rtcd/apierr"
 	sc "rtcd/scopes"
@@ -159,26 +161,37 @@ func (s *Server) removeParticipant(rc *reqCtx) {
 // connect is POST /v1/connect. Its outcome, a body refused before the
 // engine sees it included, is counted here and only here, in
 // rtcd_connect_results_total ("ok" or the error code).
+//
+// It is the API's hot path (issue 15): the body is read in one pass
+// (decodeConnect), the engine decides on this goroutine and appends the
+// answer into a pooled buffer, and the counter of an ok is resolved once.
 func (s *Server) connect(rc *reqCtx) {
-	res, err := s.decideConnect(rc)
-	code := "ok"
-	if err != nil {
-		code = string(err.Code)
+	var p actors.ConnectParams
+	err := decodeConnect(rc.ctx.PostBody(), &p)
+	if err == nil {
+		buf := connectBuffers.Get().(*[]byte)
+		var body []byte
+		body, err = s.engine.AppendConnect((*buf)[:0], &p, s.sourceIP(rc.ctx))
+		if err == nil {
+			rc.ok(200, body) // copied into the response
+			*buf = body[:0]  // keeps what the buffer grew to
+			connectBuffers.Put(buf)
+			if s.connectOK != nil {
+				s.connectOK.Inc()
+			}
+			return
+		}
+		connectBuffers.Put(buf)
 	}
 	if s.metrics != nil {
-		s.metrics.ConnectResults.WithLabelValues(code).Inc()
+		s.metrics.ConnectResults.WithLabelValues(string(err.Code)).Inc()
 	}
-	rc.respond(res, err)
+	rc.fail(err)
 }
 
-// decideConnect decodes the body and asks the engine for the connect.
-func (s *Server) decideConnect(rc *reqCtx) (actors.Result, *apierr.Error) {
-	var p actors.ConnectParams
-	if err := rc.decode(&p, false); err != nil {
-		return actors.Result{}, err
-	}
-	return s.engine.Connect(&p, s.sourceIP(rc.ctx))
-}
+// connectBuffers hold connect answers while they are built (about 540
+// bytes each).
+var connectBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // --- API keys ------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/goccy/go-json"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
 	"rtcd/apierr"
@@ -62,6 +63,7 @@ type Server struct {
 	systemInfo        []byte               // the body of GET /v1/system/info, encoded once
 	google            *googleauth.Provider // nil: Google sign-in is off
 	inFlight          atomic.Int64         // requests being served (MaxConcurrentRequests)
+	connectOK         prometheus.Counter   // rtcd_connect_results_total{code="ok"}, resolved once; nil without metrics
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -76,6 +78,9 @@ type SystemInfo struct {
 // New builds the router over engine.
 func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForwardedFor bool, pay Payments) *Server {
 	s := &Server{engine: engine, metrics: m, router: router.New(), trustForwardedFor: trustForwardedFor}
+	if m != nil {
+		s.connectOK = m.ConnectResults.WithLabelValues("ok")
+	}
 	s.systemInfo, _ = json.Marshal(SystemInfo{Object: "system_info", Service: "rtcd", APIVersion: "v0.1", Version: version, Region: engine.Region()})
 	r := s.router
 	r.RedirectTrailingSlash = false

@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,6 +24,10 @@ type Metrics struct {
 	ConnectResults *prometheus.CounterVec   // by code ("ok" or the error code)
 	JournalApply   prometheus.Histogram
 	JournalSync    prometheus.Histogram
+
+	// httpChildren are the HTTP collectors' children by route, method and
+	// status, resolved once (ObserveHTTP runs on every request).
+	httpChildren sync.Map // httpKey -> *httpChildren
 }
 
 // latencyBucketsSeconds spans 50µs to 2.5s: the connect path lives in the
@@ -71,18 +76,55 @@ func New() *Metrics {
 // other) and status is a code the server chose, so no client can create
 // label series at will.
 func (m *Metrics) ObserveHTTP(route string, method []byte, status int, seconds float64) {
-	var mlabel string
-	switch string(method) {
-	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
-		mlabel = string(method)
-	default:
-		mlabel = "other"
+	k := httpKey{route: route, method: methodLabel(method), status: status}
+	v, ok := m.httpChildren.Load(k)
+	if !ok {
+		code := strconv.Itoa(status)
+		v, _ = m.httpChildren.LoadOrStore(k, &httpChildren{
+			requests: m.HTTPRequests.WithLabelValues(route, k.method, code),
+			duration: m.HTTPDuration.WithLabelValues(route, k.method, code),
+		})
 	}
-	code := strconv.Itoa(status)
-	m.HTTPRequests.WithLabelValues(route, mlabel, code).Inc()
+	c := v.(*httpChildren)
+	c.requests.Inc()
 	if seconds >= 0 {
-		m.HTTPDuration.WithLabelValues(route, mlabel, code).Observe(seconds)
+		c.duration.Observe(seconds)
 	}
+}
+
+// httpKey names the children of one route, method and status; there are
+// boundedly many (the routes are the router's, the methods eight, the
+// statuses 100 to 599), so each is resolved once and kept.
+type httpKey struct {
+	route, method string
+	status        int
+}
+
+type httpChildren struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// methodLabel is the method label of a request's method (a constant
+// string: no allocation).
+func methodLabel(method []byte) string {
+	switch string(method) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "PUT":
+		return "PUT"
+	case "PATCH":
+		return "PATCH"
+	case "DELETE":
+		return "DELETE"
+	case "HEAD":
+		return "HEAD"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return "other"
 }
 
 // EngineGauges are read at scrape time from the engine's counters.

@@ -65,7 +65,12 @@ func (env *Env) CreatedAt() time.Time { return env.instants.Next() }
 
 // AllowRate consults the rate counter store and turns a denial into a 429.
 func (env *Env) AllowRate(key, what string, limitPerMinute int) *apierr.Error {
-	d := env.Limiter.Allow(key, limitPerMinute, env.Clock.Now())
+	return env.AllowRateAt(key, what, limitPerMinute, env.Clock.Now())
+}
+
+// AllowRateAt is AllowRate at now, for a request that reads the clock once.
+func (env *Env) AllowRateAt(key, what string, limitPerMinute int, now time.Time) *apierr.Error {
+	d := env.Limiter.Allow(key, limitPerMinute, now)
 	if d.Allowed {
 		return nil
 	}

@@ -12,6 +12,9 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // Timestamp renders t for the wire.
 func Timestamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
+// AppendTimestamp appends Timestamp(t) to dst.
+func AppendTimestamp(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, timeLayout) }
+
 // OptionalTimestamp renders t, or null for the zero time.
 func OptionalTimestamp(t time.Time) *string {
 	if t.IsZero() {

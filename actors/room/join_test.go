@@ -246,3 +246,24 @@ func TestShowReservationIsTheRecordWithTheReservation(t *testing.T) {
 		t.Fatalf("shown: %s", shown)
 	}
 }
+
+// The connect session appended without reflection is, byte for byte, what
+// encoding its view gives, for both roles and any endpoint.
+func TestAppendConnectBodyIsTheEncodedView(t *testing.T) {
+	sessions := []ConnectSession{
+		{SessionID: "cs_abcdefghijklmnopqrstuvwx", RoomID: "room_abcdefghijklmnopqrstuvwx", ParticipantID: "part_abcdefghijklmnopqrstuvwx",
+			Role: RolePublisher, ExpiresAt: at(61)},
+		{SessionID: "cs_x", RoomID: "room_<&>", ParticipantID: "part_\"q\\", Role: RoleSubscriber, ExpiresAt: at(3600).Add(999 * time.Millisecond)},
+	}
+	for _, endpoint := range []string{"ws://127.0.0.1:8081/rtc", "wss://media.example.com/rtc?a=1&b=<2>", "wss://médias.example/rtc"} {
+		for _, s := range sessions {
+			for _, token := range []string{"rtc_mt_AQID.BAUG-_", "rtc_mt_\u2028"} {
+				want := ConnectBody(s, endpoint, token)
+				got := AppendConnectBody([]byte("prefix"), s, EncodeEndpoint(endpoint), token)
+				if string(got) != "prefix"+string(want) {
+					t.Fatalf("appended:\n%s\nencoded:\nprefix%s", got, want)
+				}
+			}
+		}
+	}
+}

@@ -141,10 +141,62 @@ func ShowReservation(record []byte, connectedAt time.Time, reserved bool) []byte
 }
 
 // ConnectBody is the connect session (POST /v1/connect's answer) of s,
-// served by the media node at endpoint with mediaToken.
+// served by the media node at endpoint with mediaToken, as its ConnectView
+// encodes (AppendConnectBody writes the same bytes faster).
 func ConnectBody(s ConnectSession, endpoint, mediaToken string) []byte {
 	return core.MustJSON(ConnectView{
 		Object: "connect_session", SessionID: s.SessionID, Endpoint: endpoint, MediaToken: mediaToken,
 		ExpiresAt: core.Timestamp(s.ExpiresAt), Room: idRef{s.RoomID}, Participant: idRef{s.ParticipantID}, Features: featuresOf(s.Role),
 	})
+}
+
+// AppendConnectBody appends ConnectBody(s, endpoint, mediaToken) to dst,
+// byte for byte, without reflection: its constant parts are written as they
+// are (encoded once, here), endpointJSON is the media node's address
+// already encoded (EncodeEndpoint), and the rest is appended (issue 15:
+// the answer is the hot path's).
+func AppendConnectBody(dst []byte, s ConnectSession, endpointJSON []byte, mediaToken string) []byte {
+	dst = append(dst, `{"object":"connect_session","session_id":`...)
+	dst = appendJSONString(dst, s.SessionID)
+	dst = append(dst, `,"endpoint":`...)
+	dst = append(dst, endpointJSON...)
+	dst = append(dst, `,"media_token":`...)
+	dst = appendJSONString(dst, mediaToken)
+	dst = append(dst, `,"expires_at":"`...)
+	dst = core.AppendTimestamp(dst, s.ExpiresAt)
+	dst = append(dst, `","room":{"id":`...)
+	dst = appendJSONString(dst, s.RoomID)
+	dst = append(dst, `},"participant":{"id":`...)
+	dst = appendJSONString(dst, s.ParticipantID)
+	dst = append(dst, `},"features":`...)
+	if s.Role == RolePublisher {
+		dst = append(dst, publisherFeaturesJSON...)
+	} else {
+		dst = append(dst, subscriberFeaturesJSON...)
+	}
+	return append(dst, '}')
+}
+
+// The features objects of a connect session, encoded once.
+var (
+	publisherFeaturesJSON  = core.MustJSON(featuresOf(RolePublisher))
+	subscriberFeaturesJSON = core.MustJSON(featuresOf(RoleSubscriber))
+)
+
+// EncodeEndpoint is the media node's address as a JSON string, for
+// AppendConnectBody.
+func EncodeEndpoint(endpoint string) []byte { return core.MustJSON(endpoint) }
+
+// appendJSONString appends s as a JSON string, as the encoder writes it: a
+// string of plain printable ASCII (ids, tokens) as it is, any other
+// through the encoder.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return append(dst, core.MustJSON(s)...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
