@@ -172,12 +172,16 @@ func (e *Engine) RemoveParticipant(c *core.Caller, roomID, participantID string)
 
 // Connect exchanges a participant token for a connect session (POST /v1/connect).
 func (e *Engine) Connect(p *ConnectParams, sourceIP string) (Result, *apierr.Error) {
-	body, err := e.AppendConnect(nil, p, sourceIP)
+	body, err := e.AppendConnect(make([]byte, 0, connectBodyBytes), p, sourceIP)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{Status: 200, Body: body}, nil
 }
+
+// connectBodyBytes is room enough for a connect session's body (about 540
+// bytes with the longest ids a token carries).
+const connectBodyBytes = 1024
 
 // AppendConnect is Connect appending the connect session's body to dst
 // (the caller's pooled buffer). The request reads the engine's clock once:

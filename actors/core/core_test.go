@@ -169,3 +169,18 @@ func TestEnvelopeAnswersOnce(t *testing.T) {
 	var none *Envelope
 	none.Respond(Reply{Status: 200}) // must not block or panic
 }
+
+// AppendTimestamp writes exactly what Timestamp formats.
+func TestAppendTimestampIsTimestamp(t *testing.T) {
+	times := []time.Time{{}, time.Unix(0, 0), time.Date(2026, 11, 22, 12, 30, 10, 930_123_456, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.FixedZone("x", -7*3600))}
+	for i := 0; i < 1000; i++ {
+		times = append(times, time.Unix(0, int64(i)*7_919_999_999_937).UTC())
+	}
+	for _, tm := range times {
+		if got, want := string(AppendTimestamp([]byte("x"), tm)), "x"+Timestamp(tm); got != want {
+			t.Fatalf("AppendTimestamp(%v) = %s, want %s", tm, got, want)
+		}
+	}
+}

@@ -12,8 +12,41 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // Timestamp renders t for the wire.
 func Timestamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
-// AppendTimestamp appends Timestamp(t) to dst.
-func AppendTimestamp(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, timeLayout) }
+// AppendTimestamp appends Timestamp(t) to dst, its digits written directly
+// (the connect answer's one time; formatting through the layout was a
+// seventh of the connect path's CPU).
+func AppendTimestamp(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, timeLayout)
+	}
+	hour, minute, second := t.Clock()
+	dst = appendDigits(dst, year, 4)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, int(month), 2)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, day, 2)
+	dst = append(dst, 'T')
+	dst = appendDigits(dst, hour, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, minute, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, second, 2)
+	dst = append(dst, '.')
+	dst = appendDigits(dst, t.Nanosecond()/int(time.Millisecond), 3)
+	return append(dst, 'Z')
+}
+
+// appendDigits appends v (0 <= v < 10^width) in exactly width digits.
+func appendDigits(dst []byte, v, width int) []byte {
+	var b [4]byte
+	for i := width - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(dst, b[:width]...)
+}
 
 // OptionalTimestamp renders t, or null for the zero time.
 func OptionalTimestamp(t time.Time) *string {
