@@ -16,6 +16,7 @@ import (
 	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -110,9 +111,10 @@ type roomHandle struct {
 	depth     atomic.Int64 // messages queued in its mailbox (roomMailboxCapacity)
 }
 
-// New returns an engine over store. Call Start before use.
-func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
-	env, err := core.NewEnv(s, store, clk, limiter, keys)
+// New returns an engine over store, counting into m (nil: collectors
+// nobody serves). Call Start before use.
+func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Engine, error) {
+	env, err := core.NewEnv(s, store, clk, limiter, keys, m)
 	if err != nil {
 		return nil, err
 	}

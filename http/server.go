@@ -98,6 +98,9 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 	s.billingRoutes(pay)
 	s.dashboardRoutes()
 	s.dashboardPages()
+	if m != nil {
+		m.InitRoutes(s.Routes())
+	}
 	return s
 }
 

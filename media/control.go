@@ -153,14 +153,14 @@ func NewHTTPEngine(cfg HTTPConfig) (*HTTPEngine, error) {
 // CloseRoom implements Engine by queuing a close_room command.
 func (e *HTTPEngine) CloseRoom(roomID, reason string) {
 	c := Command{Command: CommandCloseRoom, RoomID: roomID, Reason: truncate(reason, maxReasonBytes)}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // RemoveParticipant implements Engine by queuing a remove_participant
 // command.
 func (e *HTTPEngine) RemoveParticipant(roomID, participantID string) {
 	c := Command{Command: CommandRemoveParticipant, RoomID: roomID, ParticipantID: participantID}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // Send sends c once and returns when the node has answered: nil for 2xx.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rtcd/auth"
+	"rtcd/metrics"
 )
 
 // maxTombstones bounds the closed rooms and removed participants a node
@@ -34,6 +35,7 @@ type hub struct {
 
 	pending     map[*conn]struct{} // registered, not joined yet
 	connections int                // registered and not yet released
+	members     int                // joined sessions over every room (the metrics' sessions)
 	closed      bool               // shut down: registrations refused
 
 	tombstones tombstones
@@ -77,6 +79,8 @@ func (h *hub) run() {
 		case op := <-h.n.inbox:
 			op(h)
 			h.settle()
+			h.cfg.Metrics.Sessions(h.members)
+			h.cfg.Metrics.Connections(h.connections)
 		case <-h.n.quit:
 			return
 		}
@@ -153,6 +157,7 @@ func (h *hub) join(c *conn, claims auth.MediaClaims) {
 
 	m = &member{c: c, claims: claims, joinedAt: now, lastSeenAt: now, state: emptyState}
 	r.members[claims.ParticipantID] = m
+	h.members++
 	c.member = m
 	h.reportJoined(m)
 	h.enqueue(c, h.joinedMessage(r, m))
@@ -207,12 +212,14 @@ func (h *hub) gone(c *conn, why readEnd) {
 	m := c.member
 	switch {
 	case m != nil && why == readTimedOut:
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutHeartbeat)
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	case m != nil && why == readTooBig:
 		h.drop(m, ReasonBadMessage, "", "")
 	case m != nil:
 		h.drop(m, ReasonDisconnected, "", "")
 	case why == readTimedOut:
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutJoin)
 		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
 	default:
 		h.terminate(c, "", "")
@@ -231,6 +238,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		}
 	}
 	for _, c := range late {
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutJoin)
 		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
 	}
 	var silent []*member
@@ -242,6 +250,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		}
 	}
 	for _, m := range silent {
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutHeartbeat)
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	}
 	h.tombstones.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
@@ -260,6 +269,7 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	}
 	// Everyone goes, so nobody is told about the others leaving.
 	delete(h.rooms, roomID)
+	h.members -= len(r.members)
 	for _, m := range sortedMembers(r) {
 		h.reportLeft(m, ReasonRoomClosed, now)
 		h.terminate(m.c, CodeRoomClosed, text)
@@ -302,6 +312,7 @@ func (h *hub) shutdown(now time.Time) {
 	}
 	for id, r := range h.rooms {
 		delete(h.rooms, id)
+		h.members -= len(r.members)
 		for _, m := range sortedMembers(r) {
 			h.reportLeft(m, ReasonNodeShutdown, now)
 			h.terminate(m.c, CodeNodeShutdown, "the media node is shutting down")
@@ -318,6 +329,7 @@ func (h *hub) drop(m *member, reason, code, text string) {
 		panic("media: dropping a member that is not in its room") // a bug: callers pass current members only
 	}
 	delete(r.members, m.claims.ParticipantID)
+	h.members--
 	if len(r.members) == 0 {
 		delete(h.rooms, r.id)
 	}
@@ -391,6 +403,7 @@ func (h *hub) settle() {
 }
 
 func (h *hub) reportJoined(m *member) {
+	h.cfg.Metrics.Joined()
 	h.cfg.Reporter.Joined(JoinReport{
 		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,
 		RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, At: m.joinedAt,
@@ -398,6 +411,7 @@ func (h *hub) reportJoined(m *member) {
 }
 
 func (h *hub) reportLeft(m *member, reason string, now time.Time) {
+	h.cfg.Metrics.Left(reason)
 	h.endedSessions.add(m.claims.SessionID, now)
 	h.cfg.Reporter.Left(LeaveReport{
 		NodeID: h.cfg.NodeID, SessionID: m.claims.SessionID, ProjectID: m.claims.ProjectID,

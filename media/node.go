@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/metrics"
 )
 
 // Defaults of NodeConfig, used where a field is zero.
@@ -99,6 +100,9 @@ type NodeConfig struct {
 	Reporter Reporter
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics counts sessions, joins, leaves and timeouts; nil counts
+	// nothing.
+	Metrics *metrics.Media
 
 	HeartbeatIntervalSeconds int // default 5
 	HeartbeatTimeoutSeconds  int // default 15; at least twice the interval

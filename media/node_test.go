@@ -690,7 +690,7 @@ func TestServe(t *testing.T) {
 
 func TestAsyncReporter(t *testing.T) {
 	rec := newRecorder()
-	r := NewAsyncReporter(rec)
+	r := NewAsyncReporter(rec, nil)
 	r.Joined(JoinReport{ParticipantID: "part_a"})
 	r.Left(LeaveReport{ParticipantID: "part_a", Reason: ReasonLeft})
 	r.Presence(PresenceReport{NodeID: "n"})

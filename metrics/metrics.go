@@ -3,10 +3,22 @@
 // globals), and served on the metrics listener only, never on the API
 // listener. Names follow Prometheus conventions: rtcd_ prefix, base units,
 // _total for counters, histograms for latency.
+//
+// Every label takes its values from a named, finite set defined here or by
+// the code that counts (a route pattern, an outcome, a credit state, a limit
+// name), never from an identifier or from what a client sent, and each
+// set's values are created at start so their series exist (at zero) before
+// the first event: a rate over them is right from the first increment.
+// The events are counted where they happen, by their owner (an actor, the
+// webhook worker, the media node's hub), through the groups of collectors
+// below (Webhooks, Billing, Media, RateLimits, Storage); docs/metrics.md
+// says what each family means and what to alert on.
 package metrics
 
 import (
+	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,13 +35,29 @@ type Metrics struct {
 	ConnectResults *prometheus.CounterVec   // by code ("ok" or the error code)
 	JournalApply   prometheus.Histogram
 	JournalSync    prometheus.Histogram
+
+	Webhooks   *Webhooks
+	Billing    *Billing
+	Media      *Media
+	RateLimits *RateLimits
+	Storage    *Storage
 }
 
-// latencyBucketsSeconds spans 50µs to 2.5s: the connect path lives in the
-// sub-millisecond buckets, fsync in the millisecond ones.
+// latencyBucketsSeconds spans 50µs to 30s: the connect path lives in the
+// sub-millisecond buckets, fsync in the millisecond ones, and the top
+// buckets reach the slowest things rtcd waits for, so a request stuck on
+// them is measured rather than lumped into +Inf: an actor's answer
+// (askTimeout, 10 s), a webhook attempt (--webhook-timeout-seconds, 10 s by
+// default) and a client's connect deadline (15 s).
 var latencyBucketsSeconds = []float64{
 	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+	5, 10, 15, 30,
 }
+
+// serverErrorStatuses are the 5xx statuses rtcd answers (apierr: internal
+// 500, service_unavailable 503). InitRoutes creates their series for every
+// route at start.
+var serverErrorStatuses = []string{"500", "503"}
 
 // New creates the collectors on a fresh registry, with Go runtime and
 // process collectors.
@@ -63,7 +91,43 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.HTTPRequests, m.HTTPDuration, m.ConnectResults, m.JournalApply, m.JournalSync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Webhooks = newWebhooks(r)
+	m.Billing = newBilling(r)
+	m.Media = newMedia(r)
+	m.RateLimits = newRateLimits(r)
+	m.Storage = newStorage(r)
 	return m
+}
+
+// RegisterBuildInfo registers rtcd_build_info: a constant 1 whose labels
+// name the running build (version as set at release, Go version), so a
+// dashboard can show which build each instance runs and an alert can join
+// on it.
+func (m *Metrics) RegisterBuildInfo(version string) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "rtcd_build_info",
+		Help:        "A constant 1 labelled with the running build's version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
+}
+
+// InitRoutes creates, at zero, the rtcd_http_requests_total series of every
+// 5xx status rtcd answers for each API route (method to route patterns, as
+// the router lists them; the patterns under /v1/, whose route label is the
+// pattern itself), so that an alert on the rate of server errors sees the
+// first one (a rate needs a sample before the increment).
+func (m *Metrics) InitRoutes(routes map[string][]string) {
+	for method, paths := range routes {
+		mlabel := methodLabel([]byte(method))
+		for _, path := range paths {
+			if !strings.HasPrefix(path, "/v1/") {
+				continue
+			}
+			for _, status := range serverErrorStatuses {
+				m.HTTPRequests.WithLabelValues(path, mlabel, status)
+			}
+		}
+	}
 }
 
 // ObserveHTTP counts one answered request and its latency. The method label
@@ -71,18 +135,22 @@ func New() *Metrics {
 // other) and status is a code the server chose, so no client can create
 // label series at will.
 func (m *Metrics) ObserveHTTP(route string, method []byte, status int, seconds float64) {
-	var mlabel string
-	switch string(method) {
-	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
-		mlabel = string(method)
-	default:
-		mlabel = "other"
-	}
+	mlabel := methodLabel(method)
 	code := strconv.Itoa(status)
 	m.HTTPRequests.WithLabelValues(route, mlabel, code).Inc()
 	if seconds >= 0 {
 		m.HTTPDuration.WithLabelValues(route, mlabel, code).Observe(seconds)
 	}
+}
+
+// methodLabel is the method label of method: itself when it is one of the
+// fixed set, "other" otherwise.
+func methodLabel(method []byte) string {
+	switch string(method) {
+	case "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS":
+		return string(method)
+	}
+	return "other"
 }
 
 // EngineGauges are read at scrape time from the engine's counters.

@@ -12,6 +12,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/media"
+	"rtcd/metrics"
 )
 
 // reportSigningLabel derives the key that signs media node <-> control
@@ -58,9 +59,9 @@ type embeddedMedia struct {
 
 // startEmbeddedMedia runs the node on ln (listened on before the engine
 // was created, so the media URL could name its real address).
-func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock) (*embeddedMedia, error) {
-	reporter := media.NewAsyncReporter(engineReporter{engine})
-	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter})
+func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock, counts *metrics.Media) (*embeddedMedia, error) {
+	reporter := media.NewAsyncReporter(engineReporter{engine}, counts)
+	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, Metrics: counts})
 	if err != nil {
 		_ = ln.Close()
 		reporter.Close()

@@ -206,14 +206,19 @@ func (st *startup) listen() error {
 // openStore opens Pebble in the claimed data directory.
 func (st *startup) openStore() error {
 	st.m = metrics.New()
+	st.m.RegisterBuildInfo(Version)
 	store, err := persistence.Open(filepath.Join(st.cfg.DataDir, "pebble"), persistence.Metrics{
-		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync,
+		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync, SnapshotSeconds: st.m.Storage.SnapshotWrite,
 	}, st.fatal)
 	if err != nil {
 		return err
 	}
 	st.onFailure(func() { _ = store.Close() })
 	st.s.store = store
+	st.m.RegisterPebble(func() metrics.PebbleReading {
+		pm, stalls := store.PebbleMetrics()
+		return metrics.PebbleReading{Metrics: pm, WriteStalls: stalls}
+	})
 	return nil
 }
 
@@ -263,7 +268,7 @@ func (st *startup) startEngine() error {
 		// only its silence can mean it died.
 		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
 		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
-	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys)
+	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys, st.m)
 	if err != nil {
 		return err
 	}
@@ -276,9 +281,11 @@ func (st *startup) startEngine() error {
 	})
 	// Engine.Stop waits for the loops a successful Start begins, so a
 	// failed recovery has nothing here to stop.
+	recoveryStart := time.Now() // a duration on the monotonic clock, not a point in time
 	if err := engine.Start(); err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
+	m.Storage.Recovered(time.Since(recoveryStart).Seconds())
 	st.onFailure(engine.Stop)
 	st.s.engine = engine
 	return nil
@@ -389,7 +396,7 @@ func (st *startup) startEmbeddedMedia() error {
 	if st.mediaLn == nil {
 		return nil
 	}
-	node, err := startEmbeddedMedia(st.mediaLn, st.s.engine, st.keys, st.clk)
+	node, err := startEmbeddedMedia(st.mediaLn, st.s.engine, st.keys, st.clk, st.m.Media)
 	if err != nil {
 		return fmt.Errorf("media node: %w", err)
 	}

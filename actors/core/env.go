@@ -13,6 +13,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -41,34 +42,43 @@ type Env struct {
 	Media *MediaLink
 	// Gauges are the process-wide counts the metrics read.
 	Gauges *Gauges
+	// Metrics are the collectors the owners move where events happen
+	// (webhook attempts, credit moves, rate-limit refusals...).
+	Metrics *metrics.Metrics
 
 	instants *Instants
 }
 
 // NewEnv returns the environment of one engine. Registry is set by the
-// engine that implements it.
-func NewEnv(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Env, error) {
+// engine that implements it. m nil: collectors on a registry of their own
+// that nobody serves.
+func NewEnv(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Env, error) {
 	secrets, err := NewSecrets(keys)
 	if err != nil {
 		return nil, err
+	}
+	if m == nil {
+		m = metrics.New()
 	}
 	instants := &Instants{clock: clk}
 	return &Env{
 		Store: store, Clock: clk, Keys: keys, Secrets: secrets, Settings: s, Limiter: limiter,
 		Outbox: Outbox{instants: instants}, Audit: Audit{instants: instants},
-		APIKeys: NewKeyRegistry(), Media: &MediaLink{}, Gauges: &Gauges{}, instants: instants,
+		APIKeys: NewKeyRegistry(), Media: &MediaLink{}, Gauges: &Gauges{}, Metrics: m, instants: instants,
 	}, nil
 }
 
 // CreatedAt is the creation time of something new (see Instants).
 func (env *Env) CreatedAt() time.Time { return env.instants.Next() }
 
-// AllowRate consults the rate counter store and turns a denial into a 429.
+// AllowRate consults the rate counter store and turns a denial into a 429,
+// counted under the limit's name what (a constant of the caller's).
 func (env *Env) AllowRate(key, what string, limitPerMinute int) *apierr.Error {
 	d := env.Limiter.Allow(key, limitPerMinute, env.Clock.Now())
 	if d.Allowed {
 		return nil
 	}
+	env.Metrics.RateLimits.Rejected(what)
 	return apierr.RateLimitedError(what, d.Limit, d.RetryAfterSeconds)
 }
 

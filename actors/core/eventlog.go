@@ -101,7 +101,7 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 		l.journal.Append(b, Encode(&events[i]))
 	}
 	if l.journal.SnapshotDue() {
-		l.journal.WriteSnapshot(b, Encode(l.state))
+		l.journal.WriteSnapshotOf(b, func() []byte { return Encode(l.state) })
 	}
 }
 

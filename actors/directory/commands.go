@@ -400,10 +400,12 @@ func (a *directoryActor) createInvitation(c CreateInvitation, req *core.Envelope
 		}
 	}
 	if len(accountHour) >= InvitationsPerHourPerAccount {
+		a.env.Metrics.RateLimits.Rejected("invitations_per_hour_per_account")
 		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
 		return
 	}
 	if len(userHour) >= InvitationsPerHourPerUser {
+		a.env.Metrics.RateLimits.Rejected("invitations_per_hour_per_user")
 		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
 		return
 	}

@@ -94,7 +94,7 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 		DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: connectLimit, MaxParticipantsPerRoom: 3,
 			RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
 		MediaNodeRunsOnItsOwn: true} // nothing to close at recovery: no node in these cases
-	env, err := core.NewEnv(settings, store, clk, ratelimit.NewMemory(), keys)
+	env, err := core.NewEnv(settings, store, clk, ratelimit.NewMemory(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

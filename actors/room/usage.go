@@ -5,6 +5,7 @@ import (
 
 	"rtcd/actors/core"
 	"rtcd/ids"
+	"rtcd/metrics"
 	"rtcd/money"
 	"rtcd/persistence"
 )
@@ -104,6 +105,7 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 	if u := p.Usage; u != nil {
 		seconds = int64(at.Sub(u.StartedAt) / time.Second)
 		charged = a.charge(b, p, u, seconds, at)
+		a.env.Metrics.Billing.Settled(metrics.SettlementFinal)
 		a.writeUsageRecords(b, p, u, at, seconds)
 		a.env.Outbox.Emit(b, a.projectID, core.EventParticipantLeft, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID, "reason": reason, "sequence": next()})
@@ -170,6 +172,7 @@ func (a *roomActor) settle(now time.Time) {
 		}
 		charged := a.charge(b, p, u, seconds, now)
 		a.record(b, roomEvent{UsageSettled: &usageSettled{ParticipantID: p.ID, SettledSeconds: seconds, ChargedMicros: charged}})
+		a.env.Metrics.Billing.Settled(metrics.SettlementRunning)
 		n++
 	}
 	if n == 0 {

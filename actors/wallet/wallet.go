@@ -285,6 +285,10 @@ type walletActor struct {
 	state     *walletState   // log.State()
 	recovery  *core.Recovery // nil when created at run time
 	recovered bool
+	// countedIn is the credit state this wallet is counted in by
+	// rtcd_billing_workspaces ("" before its first publish). It lives
+	// across a restart of the actor, so a restart never counts it twice.
+	countedIn string
 }
 
 // New is the wallet actor of workspace id, which publishes gate. It
@@ -358,6 +362,7 @@ func (a *walletActor) load() error {
 		before := a.state.CreditState
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: want, At: now}})
 		a.emitCredit(b, before, want, now)
+		a.env.Metrics.Billing.CreditMoved(before, want)
 		a.env.Store.Commit(b, nil)
 	}
 	a.publish()
@@ -365,8 +370,12 @@ func (a *walletActor) load() error {
 	return nil
 }
 
+// publish opens or closes the credit gate for the current credit state, and
+// moves the wallet to that state in rtcd_billing_workspaces.
 func (a *walletActor) publish() {
 	a.gate.Set(a.env.Settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
+	a.env.Metrics.Billing.WorkspaceIn(a.countedIn, a.state.CreditState)
+	a.countedIn = a.state.CreditState
 }
 
 // record appends events to the wallet's journal in b and applies them.
@@ -387,6 +396,7 @@ func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount in
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
 		a.emitCredit(b, before, after, now)
+		a.env.Metrics.Billing.CreditMoved(before, after)
 	}
 	return entry
 }
@@ -453,6 +463,7 @@ func (a *walletActor) applyCharges() {
 		})
 		b.Delete(keys[i])
 	}
+	a.env.Metrics.Billing.ChargesApplied(len(charges))
 	a.publish()
 	a.env.Store.Commit(b, nil)
 	if len(charges) == chargesPerApply {
@@ -468,6 +479,7 @@ func (a *walletActor) createTopup(m CreateTopup, r *core.Envelope) {
 	body := a.putTopupRecord(b, &t)
 	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
 	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
+	a.env.Metrics.Billing.Topup("created")
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
@@ -532,6 +544,7 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 	}
 	body := a.putTopupRecord(b, t)
 	if eventType != "" {
+		a.env.Metrics.Billing.Topup(t.Status) // the status the callback (or the expiry) moved it to
 		a.env.Outbox.Emit(b, t.ProjectID, eventType, now, map[string]any{
 			"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
 			"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
