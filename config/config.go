@@ -355,13 +355,19 @@ func (c *Config) validateDashboard() error {
 }
 
 // DashboardOrigin is where dashboard links point: --dashboard-url, else
-// --public-url, else http://<apiAddr>, the API listener's real address
-// (the port may have been chosen by the system).
+// the API's origin (APIOrigin).
 func (c *Config) DashboardOrigin(apiAddr string) string {
-	switch {
-	case c.DashboardURL != "":
+	if c.DashboardURL != "" {
 		return strings.TrimRight(c.DashboardURL, "/")
-	case c.PublicURL != "":
+	}
+	return c.APIOrigin(apiAddr)
+}
+
+// APIOrigin is the API's origin as browsers reach it: --public-url, else
+// http://<apiAddr>, the API listener's real address (the port may have been
+// chosen by the system).
+func (c *Config) APIOrigin(apiAddr string) string {
+	if c.PublicURL != "" {
 		return strings.TrimRight(c.PublicURL, "/")
 	}
 	return "http://" + apiAddr

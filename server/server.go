@@ -348,6 +348,7 @@ func (st *startup) setUpGoogle() error {
 func (st *startup) buildAPIServer() error {
 	apiSrv := api.New(st.s.engine, st.m, Version, st.cfg.TrustForwardedFor, st.pay)
 	apiSrv.SetGoogle(st.google)
+	apiSrv.AllowDashboardOrigin(st.origin, st.cfg.APIOrigin(st.s.apiLn.Addr().String()))
 	st.s.api = apiSrv.NewFastHTTPServer()
 	return nil
 }
