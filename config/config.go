@@ -48,6 +48,9 @@ type Config struct {
 	StripeWebhookSecret    string
 	StripeAPIBase          string
 
+	TLSCertFile string // PEM certificate chain of the API and built-in media listeners; empty: plain HTTP
+	TLSKeyFile  string // PEM private key of TLSCertFile
+
 	MediaListen     string // the built-in media node; empty: none
 	MediaControlURL string // control origin of a node run on its own (rtcd media); empty: none
 
@@ -102,6 +105,8 @@ func (c *Config) Settings() []Setting {
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
+		{Name: "tls-cert", Default: "", Help: "PEM certificate (chain) the API and the built-in media node serve HTTPS and wss:// with; empty: plain HTTP and ws:// (behind a TLS proxy, or on loopback)", str: &c.TLSCertFile},
+		{Name: "tls-key", Default: "", Help: "PEM private key of --tls-cert", str: &c.TLSKeyFile},
 		{Name: "media-listen", Default: "127.0.0.1:8081", Help: "HOST:PORT of the built-in reference media node (empty: do not run one)", str: &c.MediaListen},
 		{Name: "media-control-url", Default: "", Help: "http(s) origin of a media node run on its own (rtcd media --listen), where rooms are closed and participants removed; use with --media-listen= and --media-url", str: &c.MediaControlURL},
 		{Name: "media-url", Default: "", Help: "media endpoint returned by POST /v1/connect; empty: ws://<media-listen address>/rtc of the built-in node; behind TLS set a wss:// address", str: &c.MediaURL},
@@ -248,6 +253,9 @@ func (c *Config) Validate() error {
 	if err := checkMediaURL(c.MediaURL); err != nil {
 		return err
 	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
 	for _, m := range []struct{ name, v string }{
 		{"participant-minute-price", c.ParticipantMinutePrice}, {"low-credit-threshold", c.LowCreditThreshold},
 		{"minimum-credit-to-start", c.MinimumCreditToStart}, {"bootstrap-credit", c.BootstrapCredit},
@@ -364,11 +372,24 @@ func (c *Config) DashboardOrigin(apiAddr string) string {
 }
 
 // APIOrigin is the API's origin as browsers reach it: --public-url, else
-// http://<apiAddr>, the API listener's real address (the port may have been
-// chosen by the system).
+// <scheme>://<apiAddr>, the API listener's real address (the port may have
+// been chosen by the system), https when rtcd serves TLS itself.
 func (c *Config) APIOrigin(apiAddr string) string {
 	if c.PublicURL != "" {
 		return strings.TrimRight(c.PublicURL, "/")
 	}
-	return "http://" + apiAddr
+	return c.ListenerScheme() + "://" + apiAddr
+}
+
+// ServesTLS reports whether the API and the built-in media node serve TLS
+// themselves (--tls-cert and --tls-key).
+func (c *Config) ServesTLS() bool { return c.TLSCertFile != "" }
+
+// ListenerScheme is the scheme of the API listener: https with TLS, else
+// http.
+func (c *Config) ListenerScheme() string {
+	if c.ServesTLS() {
+		return "https"
+	}
+	return "http"
 }

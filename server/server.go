@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,6 +104,7 @@ var startSteps = []struct {
 	name string
 	run  func(*startup) error
 }{
+	{"tls", (*startup).loadTLS},
 	{"store", (*startup).openStore},
 	{"keys", (*startup).openKeys},
 	{"media listener", (*startup).listenMedia},
@@ -133,7 +135,8 @@ type startup struct {
 	keys       auth.Keys
 	mediaLn    net.Listener // nil when --media-listen is empty
 	mediaURL   string
-	origin     string // the dashboard's origin
+	tls        *listenerTLS // nil: the API and media listeners serve plain HTTP
+	origin     string       // the dashboard's origin
 	pay        api.Payments
 	google     *googleauth.Provider
 	adminToken string
@@ -165,6 +168,13 @@ func (st *startup) release() {
 		st.cleanUps[i]()
 	}
 	st.cleanUps = nil
+}
+
+// loadTLS reads --tls-cert and --tls-key, when set.
+func (st *startup) loadTLS() error {
+	t, err := loadListenerTLS(st.cfg)
+	st.tls = t
+	return err
 }
 
 // openStore opens Pebble in the data directory, creating it if needed.
@@ -222,7 +232,7 @@ func (st *startup) listenMedia() error {
 	st.onFailure(func() { _ = ln.Close() })
 	st.mediaLn = ln
 	if st.mediaURL == "" {
-		st.mediaURL = "ws://" + ln.Addr().String() + media.RTCPath
+		st.mediaURL = st.tls.scheme("ws", "wss") + "://" + ln.Addr().String() + media.RTCPath
 	}
 	return nil
 }
@@ -315,7 +325,7 @@ func (st *startup) listenPrivate() error {
 
 // setUpPayments builds the configured payment provider.
 func (st *startup) setUpPayments() error {
-	pay, err := newPayments(st.cfg, st.keys, st.clk, "http://"+st.s.apiLn.Addr().String(), st.origin)
+	pay, err := newPayments(st.cfg, st.keys, st.clk, st.cfg.ListenerScheme()+"://"+st.s.apiLn.Addr().String(), st.origin, st.tls.callbackClient())
 	if err != nil {
 		return err
 	}
@@ -400,7 +410,7 @@ func (st *startup) startEmbeddedMedia() error {
 	if st.mediaLn == nil {
 		return nil
 	}
-	node, err := startEmbeddedMedia(st.mediaLn, st.s.engine, st.keys, st.clk)
+	node, err := startEmbeddedMedia(st.tls.wrap(st.mediaLn), st.s.engine, st.keys, st.clk)
 	if err != nil {
 		return fmt.Errorf("media node: %w", err)
 	}
@@ -412,10 +422,10 @@ func (st *startup) startEmbeddedMedia() error {
 // serve starts serving the API and the private listener.
 func (st *startup) serve() {
 	s := st.s
-	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
+	go func() { s.serveErrors <- s.api.Serve(st.tls.wrap(s.apiLn)) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
 	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
-		"region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
+		"tls", st.tls != nil, "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
 }
 
 // APIAddr is the API listener's address.
@@ -457,7 +467,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // listener's own address: the sandbox posts its signed callbacks there, and
 // it is the public origin when --public-url is empty. dashboardOrigin is
 // where payers come back to: the dashboard's page of their top-up.
-func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin, dashboardOrigin string) (api.Payments, error) {
+// callbackClient sends the sandbox's callbacks (nil: its default client).
+func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin, dashboardOrigin string, callbackClient *http.Client) (api.Payments, error) {
 	public := cfg.PublicURL
 	if public == "" {
 		public = apiOrigin
@@ -479,7 +490,8 @@ func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin,
 		sb, err := payments.NewSandbox(payments.SandboxConfig{
 			PublicBaseURL: public, Secret: keys.PaymentsSandbox(),
 			CallbackURL: apiOrigin + "/v1/billing/providers/" + payments.ProviderSandbox + "/webhook", Clock: clk,
-			ReturnURL: dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
+			ReturnURL:  dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
+			HTTPClient: callbackClient,
 		})
 		if err != nil {
 			return pay, fmt.Errorf("sandbox payments: %w", err)
