@@ -10,7 +10,7 @@ GOFILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './data
 
 NPM ?= npm
 
-.PHONY: run build test bench lint fmt vet web web-deps web-check
+.PHONY: run build test bench lint fmt vet web web-deps web-check sdk-web-test
 
 ## run: start rtcd on embedded defaults (Pebble in ./data, bootstrapped on first start),
 ## after rebuilding the web dashboard when npm is there (the committed build otherwise)
@@ -22,7 +22,7 @@ run:
 # The web code is one npm workspace (package.json at the root, its lock
 # committed). npm ci runs again only when a manifest or the lock changes.
 web-deps: node_modules/.package-lock.json
-node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json
+node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json sdk/web/package.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
@@ -31,9 +31,11 @@ web: web-deps
 	$(NPM) run --silent --workspace web/dashboard check
 	$(NPM) run --silent --workspace web/dashboard build
 
-## web-check: type-check, and fail when a fresh build differs from the committed web/dashboard/dist
+## web-check: type-check the dashboard and the web SDK (sdk/web), and fail when a fresh
+## build differs from the committed web/dashboard/dist
 web-check: web-deps
 	$(NPM) run --silent --workspace web/dashboard check
+	$(NPM) run --silent --workspace sdk/web check
 	@tmp="$$(mktemp -d)"; node web/dashboard/build.mjs "$$tmp" && \
 	if ! diff -r web/dashboard/dist "$$tmp"; then \
 		echo "web/dashboard/dist does not match its sources: run 'make web' and commit web/dashboard/dist"; rm -rf "$$tmp"; exit 1; \
@@ -52,6 +54,12 @@ SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 test: fmt vet web-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
+	@$(MAKE) --no-print-directory sdk-web-test
+
+## sdk-web-test: the web SDK's unit tests (node's test runner; its browser tests are in e2e)
+sdk-web-test: web-deps
+	@echo "--- sdk/web"
+	$(NPM) run --silent --workspace sdk/web test
 
 ## bench: a smoke run of every benchmark (100 iterations each)
 bench:
