@@ -407,7 +407,13 @@ const byText = (text, scope) => {
 // body is a JavaScript expression over the helpers that yields a boolean.
 func (p *Page) waitJS(what, body string) {
 	p.t.Helper()
-	deadline := time.Now().Add(actionTimeout)
+	p.waitJSWithin(what, body, actionTimeout)
+}
+
+// waitJSWithin is waitJS with its own bound.
+func (p *Page) waitJSWithin(what, body string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
 	expr := "(() => {" + helpersJS + "return !!(" + body + ");})()"
 	for {
 		// A page that navigates away while the condition is evaluated
@@ -421,7 +427,7 @@ func (p *Page) waitJS(what, body string) {
 			if err != nil {
 				what += fmt.Sprintf(" (last evaluation: %v)", err)
 			}
-			p.t.Fatalf("%s: waited %v for %s\npage text:\n%s", p.name, actionTimeout, what, p.textForError())
+			p.t.Fatalf("%s: waited %v for %s\npage text:\n%s", p.name, within, what, p.textForError())
 		}
 		time.Sleep(pollInterval)
 	}
@@ -545,6 +551,31 @@ func (p *Page) WaitNoText(text string) {
 func (p *Page) WaitURL(re string) {
 	p.t.Helper()
 	p.waitJS("an address matching "+re, fmt.Sprintf("new RegExp(%s).test(location.href)", jsString(re)))
+}
+
+// WaitTrue waits until the JavaScript expression expr (over the page's
+// own globals) is true, for at most within: a state of the page's script,
+// such as an SDK's log of events, that may take longer than one action.
+func (p *Page) WaitTrue(what, expr string, within time.Duration) {
+	p.t.Helper()
+	p.waitJSWithin(what, expr, within)
+}
+
+// SetPermission sets a browser permission (a PermissionDescriptor name:
+// "camera", "microphone", "display-capture", …) of this page's browser
+// context to "granted", "denied" or "prompt", as a person's answer to the
+// browser's prompt would; it holds for the context's later requests.
+func (p *Page) SetPermission(name string, setting browser.PermissionSetting) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, actionTimeout)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+		Permission:       &browser.PermissionDescriptor{Name: name},
+		Setting:          setting,
+		BrowserContextID: chromedp.FromContext(p.ctx).BrowserContextID,
+	}); err != nil {
+		p.t.Fatalf("%s: setting permission %s to %s: %v", p.name, name, setting, err)
+	}
 }
 
 // URL is the page's address.

@@ -1,0 +1,246 @@
+package e2e
+
+// The web client SDK (sdk/web) in a real Chromium (internal/browsertest),
+// against the real rtcd and its media node: the harness. A page of its own
+// origin (another port than the API, as a customer's site is) loads the SDK
+// bundled from its sources and e2e/testdata/websdk/harness.js, which records
+// every event in window.rtcdLog; the tests drive it with Eval.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rtcd/internal/browsertest"
+	"rtcd/internal/testtools"
+)
+
+// wsEventWait bounds a wait for an SDK event. Media starts in a few
+// seconds on loopback; a reconnect's first attempt is within a second.
+const wsEventWait = 20 * time.Second
+
+// wsChromiumFlags give Chromium fake camera and microphone (a test pattern
+// and a beep) that need no prompt, and let media play without a gesture.
+var wsChromiumFlags = []string{
+	"use-fake-device-for-media-stream",
+	"use-fake-ui-for-media-stream",
+	"autoplay-policy=no-user-gesture-required",
+}
+
+// wsBundle builds the SDK's bundle (sdk/web/build.mjs) once per test run.
+var wsBundle struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// wsServePages serves the harness page and the SDK bundle on a loopback
+// port of their own and returns the page's address.
+func wsServePages(t *testing.T) string {
+	t.Helper()
+	root := browsertest.ModuleRoot(t)
+	wsBundle.once.Do(func() {
+		dir, err := os.MkdirTemp("", "rtcd-websdk-")
+		if err != nil {
+			wsBundle.err = err
+			return
+		}
+		cmd := exec.Command("node", filepath.Join(root, "sdk", "web", "build.mjs"), dir)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			wsBundle.err = fmt.Errorf("node sdk/web/build.mjs: %v\n%s", err, out)
+			return
+		}
+		wsBundle.dir = dir
+	})
+	if wsBundle.err != nil {
+		testtools.SkipUnlessCI(t, fmt.Sprintf("the web SDK cannot be bundled (run `make web-deps`): %v", wsBundle.err))
+	}
+	pages := filepath.Join(root, "e2e", "testdata", "websdk")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/rtcd-web.js", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js"))
+	})
+	mux.HandleFunc("/rtcd-web.js.map", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js.map"))
+	})
+	mux.Handle("/", http.FileServer(http.Dir(pages)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// wsEvent is one SDK event as harness.js records it.
+type wsEvent struct {
+	Session          string         `json:"session"`
+	Name             string         `json:"name"`
+	At               int64          `json:"at"`
+	State            string         `json:"state"`
+	PreviousState    string         `json:"previousState"`
+	Quality          string         `json:"quality"`
+	Attempt          int            `json:"attempt"`
+	Reason           string         `json:"reason"`
+	Code             string         `json:"code"`
+	RetryAfter       *float64       `json:"retryAfter"`
+	Participant      string         `json:"participant"`
+	ParticipantState map[string]any `json:"participantState"`
+	Tracks           []string       `json:"tracks"`
+	Kind             string         `json:"kind"`
+	Source           string         `json:"source"`
+	TrackID          string         `json:"trackId"`
+}
+
+func (ev wsEvent) String() string {
+	b, _ := json.Marshal(ev)
+	return string(b)
+}
+
+// wsResult is what rtcdJoin and rtcdCall resolve with.
+type wsResult struct {
+	OK            bool           `json:"ok"`
+	State         string         `json:"state"`
+	ParticipantID string         `json:"participantId"`
+	RoomID        string         `json:"roomId"`
+	Code          string         `json:"code"`
+	RetryAfter    *float64       `json:"retryAfter"`
+	Message       string         `json:"message"`
+	Debug         map[string]any `json:"debug"`
+	Value         any            `json:"value"`
+}
+
+// wsPage is one person's tab with the harness page loaded.
+type wsPage struct {
+	*browsertest.Page
+	t    *testing.T
+	name string
+}
+
+// wsOpen opens a tab for name on the harness page at pageURL.
+func wsOpen(t *testing.T, b *browsertest.Browser, pageURL, name string) *wsPage {
+	t.Helper()
+	p := &wsPage{Page: b.NewPage(t, name), t: t, name: name}
+	p.Go(pageURL)
+	p.WaitTrue("the harness to load", "typeof window.rtcdJoin === 'function'", wsEventWait)
+	return p
+}
+
+// join connects session (a name for it in this page) with token, through
+// the SDK, and returns how it ended.
+func (p *wsPage) join(session, api, token string, options ...string) wsResult {
+	p.t.Helper()
+	opts := "{}"
+	if len(options) > 0 {
+		opts = options[0]
+	}
+	var r wsResult
+	p.Eval(fmt.Sprintf("rtcdJoin(%s, %s, %s, %s)", jsQuote(session), jsQuote(api), jsQuote(token), opts), &r)
+	return r
+}
+
+// mustJoin is join that fails the test unless the session connected.
+func (p *wsPage) mustJoin(session, api, token string) wsResult {
+	p.t.Helper()
+	r := p.join(session, api, token)
+	if !r.OK || r.State != "connected" {
+		p.t.Fatalf("%s: join %s: %+v", p.name, session, r)
+	}
+	return r
+}
+
+// call runs a method of session with JSON arguments (each a JavaScript
+// expression) and returns its result.
+func (p *wsPage) call(session, method string, args ...string) wsResult {
+	p.t.Helper()
+	var r wsResult
+	all := append([]string{jsQuote(session), jsQuote(method)}, args...)
+	p.Eval("rtcdCall("+strings.Join(all, ", ")+")", &r)
+	return r
+}
+
+// events returns session's events so far.
+func (p *wsPage) events(session string) []wsEvent {
+	p.t.Helper()
+	var all []wsEvent
+	p.Eval("window.rtcdLog", &all)
+	var out []wsEvent
+	for _, ev := range all {
+		if ev.Session == session {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an event of session named name for which match (nil:
+// any) holds, and returns it.
+func (p *wsPage) waitEvent(session, name string, match func(wsEvent) bool) wsEvent {
+	p.t.Helper()
+	deadline := time.Now().Add(wsEventWait)
+	for {
+		for _, ev := range p.events(session) {
+			if ev.Name == name && (match == nil || match(ev)) {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: waited %v for %s %s; events:\n%s", p.name, wsEventWait, session, name, wsEventList(p.events(session)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// states lists session's connection states in order, from its
+// state_changed events.
+func (p *wsPage) states(session string) []string {
+	p.t.Helper()
+	var out []string
+	for _, ev := range p.events(session) {
+		if ev.Name == "connection.state_changed" {
+			out = append(out, ev.State)
+		}
+	}
+	return out
+}
+
+func wsEventList(evs []wsEvent) string {
+	var lines []string
+	for _, ev := range evs {
+		lines = append(lines, "  "+ev.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// adminAdjust credits (or, negative, debits) the bootstrap workspace's
+// wallet through the operator route of the private listener.
+func (e *env) adminAdjust(amount string) {
+	e.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(e.dataDir, "admin.token"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"account_id": e.Boot.AccountID, "amount": amount, "reason": "browser test", "operator": "e2e"})
+	req, _ := http.NewRequest("POST", e.Metrics+"/admin/billing/adjust", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(raw)))
+	res, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		e.t.Fatalf("adjust %s: status %d", amount, res.StatusCode)
+	}
+}
