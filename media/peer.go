@@ -42,6 +42,18 @@ type peer struct {
 	pub, sub                 *webrtc.PeerConnection
 	negotiating, renegotiate bool
 	candidates               int
+	// early holds candidates that arrived before their connection had a
+	// remote description (a client's ICE agent can trickle before its SDP
+	// message is sent); they are added once it has one.
+	early map[string][]webrtc.ICECandidateInit
+
+	// candMu orders the node's own candidates after the SDP they belong
+	// to: pion can find a candidate before the offer or answer that
+	// carries its ufrag has been queued for the client, and a client
+	// cannot add a candidate to a connection with no remote description.
+	candMu   sync.Mutex
+	sdpSent  map[string]bool     // by target: its first SDP has been queued
+	heldCand map[string][][]byte // by target: candidates waiting for it
 
 	// mu guards declared and published, which pion's OnTrack goroutines
 	// read.
@@ -62,6 +74,9 @@ func (r *rtc) addPeer(n *Node, c *conn, id participantIdentity, role string) *pe
 	p := &peer{
 		r: r, node: n, c: c, id: id, role: role,
 		ops:          make(chan func(), peerOpsQueue),
+		early:        make(map[string][]webrtc.ICECandidateInit),
+		sdpSent:      make(map[string]bool),
+		heldCand:     make(map[string][][]byte),
 		kick:         make(chan struct{}, 1),
 		closed:       make(chan struct{}),
 		declared:     make(map[string]trackDecl),
@@ -225,7 +240,27 @@ func (p *peer) sendCandidate(target string, c *webrtc.ICECandidate) {
 	if err != nil {
 		return
 	}
-	p.send(encode(candidateMessage{Type: typeCandidate, Target: target, Candidate: b}))
+	msg := encode(candidateMessage{Type: typeCandidate, Target: target, Candidate: b})
+	p.candMu.Lock()
+	defer p.candMu.Unlock()
+	if !p.sdpSent[target] {
+		p.heldCand[target] = append(p.heldCand[target], msg)
+		return
+	}
+	p.send(msg)
+}
+
+// sendSDP queues an offer or answer for target, then the candidates held
+// for it.
+func (p *peer) sendSDP(target string, msg []byte) {
+	p.candMu.Lock()
+	defer p.candMu.Unlock()
+	p.send(msg)
+	p.sdpSent[target] = true
+	for _, c := range p.heldCand[target] {
+		p.send(c)
+	}
+	delete(p.heldCand, target)
 }
 
 // tracksChanged tells the hub this participant's published tracks
@@ -347,6 +382,7 @@ func (p *peer) publishOffer(sdp string, decls []trackDecl) {
 		p.fail("publish.offer: the SDP offer was refused: " + err.Error())
 		return
 	}
+	p.addEarlyCandidates(targetPublish, p.pub)
 	answer, err := p.pub.CreateAnswer(nil)
 	if err == nil {
 		err = p.pub.SetLocalDescription(answer)
@@ -355,7 +391,7 @@ func (p *peer) publishOffer(sdp string, decls []trackDecl) {
 		p.fail("publish.offer: no answer could be made: " + err.Error())
 		return
 	}
-	p.send(encode(sdpMessage{Type: typePublishAnswer, SDP: answer.SDP}))
+	p.sendSDP(targetPublish, encode(sdpMessage{Type: typePublishAnswer, SDP: answer.SDP}))
 }
 
 func (p *peer) unpublish(ups []*upTrack) {
@@ -452,6 +488,7 @@ func (p *peer) subscribeAnswer(sdp string) {
 		p.fail("subscribe.answer: the SDP answer was refused: " + err.Error())
 		return
 	}
+	p.addEarlyCandidates(targetSubscribe, p.sub)
 	p.negotiating = false
 	if p.renegotiate {
 		p.renegotiate = false
@@ -474,11 +511,21 @@ func (p *peer) candidate(target string, raw json.RawMessage) {
 	if target == targetPublish {
 		pc = p.pub
 	}
-	// A candidate for a connection without a remote description yet, or
-	// one pion cannot use, is ignored: ICE works with the others.
-	if pc != nil && pc.RemoteDescription() != nil {
-		_ = pc.AddICECandidate(init)
+	if pc == nil || pc.RemoteDescription() == nil {
+		p.early[target] = append(p.early[target], init)
+		return
 	}
+	// A candidate pion cannot use is ignored: ICE works with the others.
+	_ = pc.AddICECandidate(init)
+}
+
+// addEarlyCandidates adds the candidates held for target now that its
+// connection has a remote description.
+func (p *peer) addEarlyCandidates(target string, pc *webrtc.PeerConnection) {
+	for _, c := range p.early[target] {
+		_ = pc.AddICECandidate(c)
+	}
+	delete(p.early, target)
 }
 
 // reconcile brings the subscribe connection in line with the room: a copy
@@ -577,5 +624,5 @@ func (p *peer) negotiate() {
 		return
 	}
 	p.negotiating = true
-	p.send(encode(sdpMessage{Type: typeSubscribeOffer, SDP: offer.SDP}))
+	p.sendSDP(targetSubscribe, encode(sdpMessage{Type: typeSubscribeOffer, SDP: offer.SDP}))
 }

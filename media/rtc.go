@@ -166,8 +166,13 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 // connection before its reader blocks.
 const iceTCPReadBufferPackets = 64
 
+// close closes the mux and the node's media sockets.
 func (r *rtc) close() {
 	_ = r.mux.Close()
+	_ = r.cfg.UDP.Close()
+	if r.cfg.TCP != nil {
+		_ = r.cfg.TCP.Close()
+	}
 }
 
 // room returns the room's media state, creating it. Call with r.mu held.

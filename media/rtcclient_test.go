@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
+	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 	"rtcd/auth"
@@ -25,13 +27,14 @@ import (
 // newWebRTCNode starts a test node with WebRTC on a loopback UDP port.
 func newWebRTCNode(t *testing.T, mutate func(*NodeConfig)) *testNode {
 	t.Helper()
-	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	// Sockets as rtcd serve opens them for --media-listen=127.0.0.1:0.
+	cfg, err := OpenWebRTC(NetworkOptions{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { udp.Close() })
+	t.Cleanup(func() { cfg.UDP.Close(); cfg.TCP.Close() })
 	return newTestNode(t, func(c *NodeConfig) {
-		c.WebRTC = &WebRTCConfig{UDP: udp, LoopbackCandidates: true}
+		c.WebRTC = cfg
 		if mutate != nil {
 			mutate(c)
 		}
@@ -98,9 +101,12 @@ type rtcClient struct {
 	events chan v2Msg // everything but signalling, in order
 	done   chan struct{}
 
+	keyframeRequests atomic.Int64 // PLI and FIR the node sent this publisher
+
 	mu       sync.Mutex
 	received map[string]*recvTrack // by the node's track ID
-	paused   chan struct{}         // while non-nil, track readers wait on it
+	remotes  map[string]*webrtc.TrackRemote
+	paused   chan struct{} // while non-nil, track readers wait on it
 }
 
 // localTrack is a published track and the tag its payloads carry.
@@ -133,7 +139,7 @@ func (tn *testNode) joinRTC(t *testing.T, name, room, participant, session, role
 		api = testClientAPI(t, nil)
 	}
 	c := &rtcClient{t: t, name: name, ws: ws, api: api, events: make(chan v2Msg, 1024), done: make(chan struct{}),
-		received: make(map[string]*recvTrack)}
+		received: make(map[string]*recvTrack), remotes: make(map[string]*webrtc.TrackRemote)}
 	c.write(map[string]any{"type": "join", "media_token": tn.tokenAs(room, participant, session, role), "protocol": 2})
 	_ = ws.SetReadDeadline(time.Now().Add(testWaitSeconds * time.Second))
 	if err := ws.ReadJSON(&c.joined); err != nil || c.joined.Type != typeJoined {
@@ -274,10 +280,17 @@ func (c *rtcClient) publish(sources ...string) {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		go func() { // read RTCP so the interceptors run
+		go func() { // read RTCP so the interceptors run, counting keyframe requests
 			for {
-				if _, _, err := sender.ReadRTCP(); err != nil {
+				pkts, _, err := sender.ReadRTCP()
+				if err != nil {
 					return
+				}
+				for _, p := range pkts {
+					switch p.(type) {
+					case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
+						c.keyframeRequests.Add(1)
+					}
 				}
 			}
 		}()
@@ -337,6 +350,7 @@ func (c *rtcClient) onTrack(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		rt = &recvTrack{publisher: remote.StreamID(), kind: remote.Kind().String(), counters: map[uint32]uint32{}, byTag: map[uint32]map[uint32]bool{}}
 		c.received[remote.ID()] = rt
 	}
+	c.remotes[remote.ID()] = remote
 	c.mu.Unlock()
 	for {
 		pkt, _, err := remote.ReadRTP()

@@ -1,8 +1,12 @@
 package media
 
 import (
+	"net"
 	"testing"
 	"time"
+
+	"github.com/pion/rtcp"
+	"github.com/pion/webrtc/v4"
 )
 
 // pump sends packets from every publisher, one counter at a time, until
@@ -224,4 +228,80 @@ func TestMediaUnsubscribeAndResubscribe(t *testing.T) {
 
 	sub.write(map[string]any{"type": typeTrackSubscribe, "track_id": trackID})
 	pump(t, []*rtcClient{pub}, counter, "packets after resubscribing", func() bool { return sub.highest(tag) > counter })
+}
+
+// TestMediaRelaysKeyframeRequests: a new subscriber makes the node ask the
+// publisher for a keyframe, a subscriber's PLI is relayed, and a burst of
+// requests reaches the publisher as one per keyframeRequestIntervalMillis.
+func TestMediaRelaysKeyframeRequests(t *testing.T) {
+	tn := newWebRTCNode(t, nil)
+	pub := tn.joinRTC(t, "pubA", "1", "pubA", "pubA", "publisher", nil)
+	pub.publish(SourceCamera)
+	tag := pub.local[0].tag
+	pump(t, []*rtcClient{pub}, 1, "the track to be published", func() bool { return len(pub.events) > 0 })
+	before := pub.keyframeRequests.Load()
+	sub := tn.joinRTC(t, "sub", "1", "sub", "sub", "subscriber", nil)
+	counter := pump(t, []*rtcClient{pub}, 100, "the subscriber's first packet", func() bool { return sub.highest(tag) > 0 })
+	waitFor(t, "the keyframe request for the new subscriber", func() bool { return pub.keyframeRequests.Load() > before })
+
+	// A burst of PLIs from the subscriber, after the rate limit's interval:
+	// the publisher hears one.
+	time.Sleep(keyframeRequestIntervalMillis * time.Millisecond)
+	sub.mu.Lock()
+	var ssrc uint32
+	for _, r := range sub.remotes {
+		ssrc = uint32(r.SSRC())
+	}
+	sub.mu.Unlock()
+	before = pub.keyframeRequests.Load()
+	for range 10 {
+		if err := sub.sub.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: ssrc}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pump(t, []*rtcClient{pub}, counter, "the relayed keyframe request", func() bool { return pub.keyframeRequests.Load() > before })
+	time.Sleep(100 * time.Millisecond)
+	if got := pub.keyframeRequests.Load() - before; got != 1 {
+		t.Fatalf("a burst of 10 PLIs reached the publisher as %d requests, want 1", got)
+	}
+}
+
+// TestMediaICEOverTCPWhenUDPIsBlocked: clients that cannot use UDP at all
+// (their ICE agents gather TCP only) publish and receive over the node's
+// ICE-TCP port.
+func TestMediaICEOverTCPWhenUDPIsBlocked(t *testing.T) {
+	tn := newWebRTCNode(t, nil)
+	tcpOnly := testClientAPI(t, func(se *webrtc.SettingEngine) {
+		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeTCP4})
+	})
+	sub := tn.joinRTC(t, "sub", "1", "sub", "sub", "subscriber", tcpOnly)
+	pub := tn.joinRTC(t, "pubA", "1", "pubA", "pubA", "publisher", tcpOnly)
+	pub.publish(SourceCamera)
+	tag := pub.local[0].tag
+	counter := pump(t, []*rtcClient{pub}, 1, "media over ICE-TCP", func() bool { return sub.highest(tag) > 0 })
+	sendWindow([]*rtcClient{pub}, counter, 50)
+	waitFor(t, "a window over ICE-TCP", func() bool { got, _ := sub.countIn(tag, counter, counter+49); return got == 50 })
+	for _, pc := range []*webrtc.PeerConnection{pub.pub, sub.sub} {
+		pair, err := pc.SCTP().Transport().ICETransport().GetSelectedCandidatePair()
+		if err != nil || pair == nil || pair.Local.Protocol != webrtc.ICEProtocolTCP {
+			t.Fatalf("selected pair %v (%v), want TCP", pair, err)
+		}
+	}
+}
+
+func TestOpenWebRTCRefusesBadOptions(t *testing.T) {
+	lo := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	for _, o := range []NetworkOptions{{NodeIP: "not-an-ip"}, {UDPPort: -1}, {UDPPort: 70000}, {TCPPort: -2}} {
+		if _, err := OpenWebRTC(o, lo, true); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	cfg, err := OpenWebRTC(NetworkOptions{TCPPort: DisabledICETCP}, lo, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfg.UDP.Close()
+	if cfg.TCP != nil || !cfg.LoopbackCandidates {
+		t.Fatalf("config %+v: want no ICE-TCP, loopback candidates", cfg)
+	}
 }

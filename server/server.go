@@ -231,7 +231,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		s.remoteMedia = remote
 	}
 	if mediaLn != nil {
-		if s.media, err = startEmbeddedMedia(mediaLn, engine, keys, clk); err != nil {
+		_, listenPort, _ := net.SplitHostPort(cfg.MediaListen)
+		netOpts := media.NetworkOptions{NodeIP: cfg.MediaNodeIP, UDPPort: cfg.MediaUDPPort, TCPPort: cfg.MediaTCPPort}
+		if s.media, err = startEmbeddedMedia(mediaLn, listenPort == "0", netOpts, engine, keys, clk); err != nil {
 			_ = s.apiLn.Close()
 			_ = s.metricsLn.Close()
 			engine.Stop()
