@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +29,9 @@ type upTrack struct {
 
 	codec webrtc.RTPCodecParameters // set before the track is published, then fixed
 
-	mu     sync.Mutex
-	layers []*upLayer // by quality, lowest first
+	mu        sync.Mutex
+	layerRIDs []string   // a simulcast track's RIDs, lowest quality first; nil without simulcast
+	layers    []*upLayer // by quality, lowest first; nil until that encoding arrives
 
 	// Guarded by rtc.mu.
 	ended   bool
@@ -42,12 +45,14 @@ type upTrack struct {
 
 // upLayer is one encoding of an upTrack.
 type upLayer struct {
+	index  int // position in upTrack.layers: 0 is the lowest quality
 	rid    string
 	ssrc   uint32
 	remote *webrtc.TrackRemote
 	// lastKeyframeRequestNanos rate-limits keyframe requests for this layer
 	// (keyframeRequestIntervalMillis).
 	lastKeyframeRequestNanos atomic.Int64
+	keyframeRequestDeferred  atomic.Bool // a request waits for the interval's end
 }
 
 func newTrackID() string {
@@ -67,7 +72,13 @@ func newUpTrack(p *peer, clientID, source string, kind webrtc.RTPCodecType, code
 func (u *upTrack) info() TrackInfo {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return TrackInfo{TrackID: u.id, Source: u.source, Kind: u.kind.String(), Layers: len(u.layers)}
+	n := 0
+	for _, l := range u.layers {
+		if l != nil {
+			n++
+		}
+	}
+	return TrackInfo{TrackID: u.id, Source: u.source, Kind: u.kind.String(), Layers: n}
 }
 
 // attach and detach change who receives the track. Call with rtc.mu held.
@@ -92,37 +103,86 @@ func (u *upTrack) publishDowns() {
 	u.downs.Store(&ds)
 }
 
-// addLayer records a new encoding of the track and returns its index.
-func (u *upTrack) addLayer(remote *webrtc.TrackRemote) *upLayer {
-	l := &upLayer{rid: remote.RID(), ssrc: uint32(remote.SSRC()), remote: remote}
+// setLayers records a simulcast track's declared RIDs, lowest first.
+// Called once, before the track is published.
+func (u *upTrack) setLayers(rids []string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.layers = append(u.layers, l)
-	return l
+	if len(rids) > 1 {
+		u.layerRIDs = rids
+		u.layers = make([]*upLayer, len(rids))
+	} else {
+		u.layers = make([]*upLayer, 1)
+	}
 }
 
-// requestKeyframe asks the publisher for a keyframe on layer l, at most
-// once per keyframeRequestIntervalMillis per layer.
-func (u *upTrack) requestKeyframe(l *upLayer) {
-	if u.kind != webrtc.RTPCodecTypeVideo || l == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := l.lastKeyframeRequestNanos.Load()
-	if now-last < keyframeRequestIntervalMillis*int64(time.Millisecond) || !l.lastKeyframeRequestNanos.CompareAndSwap(last, now) {
-		return
-	}
-	_ = u.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: l.ssrc}})
+// simulcast says whether the track has several layers to choose from.
+func (u *upTrack) simulcast() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.layerRIDs) > 1
 }
 
-// firstLayer returns the lowest layer, or nil before any arrived.
-func (u *upTrack) firstLayer() *upLayer {
+// addLayer records a newly arrived encoding, or returns nil for one the
+// publisher did not declare.
+func (u *upTrack) addLayer(remote *webrtc.TrackRemote) *upLayer {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.layers) == 0 {
+		u.layers = make([]*upLayer, 1)
+	}
+	index := 0
+	if len(u.layerRIDs) > 1 {
+		index = slices.Index(u.layerRIDs, remote.RID())
+		if index < 0 {
+			return nil
+		}
+	}
+	l := &upLayer{index: index, rid: remote.RID(), ssrc: uint32(remote.SSRC()), remote: remote}
+	u.layers[index] = l
+	return l
+}
+
+// layerAt returns layer i, or nil when it has not arrived (or i is out of
+// range).
+func (u *upTrack) layerAt(i int) *upLayer {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if i < 0 || i >= len(u.layers) {
 		return nil
 	}
-	return u.layers[0]
+	return u.layers[i]
+}
+
+// layerCount is how many layers the track has (declared, arrived or not).
+func (u *upTrack) layerCount() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.layers)
+}
+
+// requestKeyframe asks the publisher for a keyframe on layer l, at most
+// once per keyframeRequestIntervalMillis per layer. A request inside the
+// interval is not lost: one deferred request, sent when the interval ends,
+// stands for all of them (a subscriber whose connection comes up just
+// after it subscribed needs the second keyframe as much as the first).
+func (u *upTrack) requestKeyframe(l *upLayer) {
+	if u.kind != webrtc.RTPCodecTypeVideo || l == nil || u.pc == nil {
+		return
+	}
+	interval := keyframeRequestIntervalMillis * int64(time.Millisecond)
+	now := time.Now().UnixNano()
+	last := l.lastKeyframeRequestNanos.Load()
+	if now-last >= interval && l.lastKeyframeRequestNanos.CompareAndSwap(last, now) {
+		_ = u.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: l.ssrc}})
+		return
+	}
+	if l.keyframeRequestDeferred.CompareAndSwap(false, true) {
+		time.AfterFunc(time.Duration(max(interval-(now-last), 0)), func() {
+			l.keyframeRequestDeferred.Store(false)
+			u.requestKeyframe(l)
+		})
+	}
 }
 
 // forward reads layer l until the publisher stops sending it and hands
@@ -166,19 +226,43 @@ type rtpWriter interface {
 // downTrack is one subscriber's copy of one upTrack: a bounded queue and
 // the goroutine that writes it to the subscriber's connection, so a
 // subscriber whose writes stall loses its own packets and delays nobody.
+//
+// For a simulcast track it forwards one layer at a time (see
+// docs/media-protocol.md, Simulcast): target is the layer the policy wants
+// (adapt), current the one being forwarded; the writer moves current to
+// target only at a keyframe of the target layer, rewriting sequence numbers
+// and timestamps so the subscriber sees one continuous stream.
 type downTrack struct {
 	up     *upTrack
 	sub    *peer
 	w      rtpWriter
 	sender *webrtc.RTPSender // nil in unit tests
+	ssrc   uint32            // the SSRC the subscriber sees, for its receiver reports
 
 	queue    chan queuedPacket
 	done     chan struct{}
 	stopOnce sync.Once
 	exited   chan struct{}
 
-	sent    atomic.Uint64
-	dropped atomic.Uint64
+	sent     atomic.Uint64
+	dropped  atomic.Uint64
+	switches atomic.Uint64 // layer changes made (simulcast)
+
+	simulcast bool
+	current   atomic.Int32 // layer being forwarded; -1 before the first keyframe
+	target    atomic.Int32 // layer the policy wants
+
+	// Owned by writeLoop.
+	started   bool
+	lastSeq   uint16
+	lastTS    uint32
+	seqOffset uint16
+	tsOffset  uint32
+
+	// Owned by the RTCP reader (adapt).
+	cleanReports   int // consecutive receiver reports at or under layerCleanLossFraction
+	reportsOnLayer int // receiver reports since the last upgrade
+	upgradeBackoff int // multiplies layerUpgradeCleanReports after an upgrade failed
 }
 
 type queuedPacket struct {
@@ -187,13 +271,23 @@ type queuedPacket struct {
 }
 
 func newDownTrack(up *upTrack, sub *peer, w rtpWriter, sender *webrtc.RTPSender) *downTrack {
-	return &downTrack{up: up, sub: sub, w: w, sender: sender,
+	d := &downTrack{up: up, sub: sub, w: w, sender: sender, simulcast: up.simulcast(), upgradeBackoff: 1,
 		queue: make(chan queuedPacket, downTrackQueuePackets), done: make(chan struct{}), exited: make(chan struct{})}
+	if d.simulcast {
+		d.current.Store(-1)
+	}
+	return d
 }
 
 // enqueue queues pkt for the subscriber, or drops it when the queue is
-// full. It never blocks: it runs on the publisher's forwarding loop.
+// full. It never blocks: it runs on the publisher's forwarding loop. A
+// simulcast copy takes only its current and target layers.
 func (d *downTrack) enqueue(l *upLayer, pkt *rtp.Packet) {
+	if d.simulcast {
+		if i := int32(l.index); i != d.current.Load() && i != d.target.Load() {
+			return
+		}
+	}
 	select {
 	case d.queue <- queuedPacket{layer: l, pkt: pkt}:
 	default:
@@ -207,6 +301,11 @@ func (d *downTrack) stop() {
 	d.stopOnce.Do(func() { close(d.done) })
 }
 
+// switchGapTicks is how far the timestamp moves across a layer switch:
+// one frame at 30 frames/s of video's 90 kHz clock. The layers' own
+// timestamps have unrelated random bases, so the writer makes one up.
+const switchGapTicks = 90000 / 30
+
 // writeLoop writes queued packets until stop. The packet is shared by
 // every subscriber of the track, so it is copied (header only; the payload
 // is never written to) before pion rewrites its SSRC and payload type.
@@ -218,17 +317,101 @@ func (d *downTrack) writeLoop() {
 			return
 		case q := <-d.queue:
 			out := *q.pkt
+			if d.simulcast && !d.follow(q.layer, &out) {
+				continue
+			}
 			if err := d.w.WriteRTP(&out); err != nil && errors.Is(err, io.ErrClosedPipe) {
 				return
 			}
+			d.started = true
+			d.lastSeq, d.lastTS = out.SequenceNumber, out.Timestamp
 			d.sent.Add(1)
 		}
 	}
 }
 
+// follow decides whether a simulcast packet is forwarded, switching layers
+// at a keyframe of the target layer, and rewrites its sequence number and
+// timestamp into the subscriber's one stream.
+func (d *downTrack) follow(l *upLayer, out *rtp.Packet) bool {
+	i := int32(l.index)
+	if i != d.current.Load() {
+		if i != d.target.Load() {
+			return false // a late packet of a layer left behind
+		}
+		if d.sub != nil && !d.sub.subConnected.Load() {
+			return false // the keyframe would be lost; start once connected
+		}
+		key, known := isKeyframeStart(d.up.codec.MimeType, out.Payload)
+		if !key && (known || d.current.Load() >= 0) {
+			return false // wait for the target layer's keyframe
+		}
+		if d.started {
+			d.seqOffset = d.lastSeq + 1 - out.SequenceNumber
+			d.tsOffset = d.lastTS + switchGapTicks - out.Timestamp
+		}
+		d.current.Store(i)
+		d.switches.Add(1)
+	}
+	out.SequenceNumber += d.seqOffset
+	out.Timestamp += d.tsOffset
+	return true
+}
+
+// Simulcast layer policy (docs/media-protocol.md, Simulcast). Each receiver
+// report the subscriber sends for its copy (about one a second) is a vote:
+// loss at or above layerDownLossFraction moves the target one layer down
+// at once; layerUpgradeCleanReports reports in a row at or below
+// layerCleanLossFraction move it one layer up. An upgrade that meets loss
+// within layerUpgradeFailReports reports doubles the clean reports the
+// next upgrade needs (up to layerMaxBackoff times), so a subscriber whose
+// link cannot carry the next layer probes it less and less often.
+const (
+	layerDownLossFraction    = 0.10
+	layerCleanLossFraction   = 0.02
+	layerUpgradeCleanReports = 3
+	layerUpgradeFailReports  = 5
+	layerMaxBackoff          = 8
+)
+
+// adapt feeds one receiver report's loss fraction to the policy and moves
+// the target layer; a new target gets a keyframe request.
+func (d *downTrack) adapt(loss float64) {
+	if !d.simulcast || d.current.Load() < 0 {
+		return // reports before the copy started say nothing about its link
+	}
+	target := int(d.target.Load())
+	next := target
+	d.reportsOnLayer++
+	switch {
+	case loss >= layerDownLossFraction:
+		d.cleanReports = 0
+		if target > 0 {
+			next = target - 1
+			if d.reportsOnLayer <= layerUpgradeFailReports {
+				d.upgradeBackoff = min(2*d.upgradeBackoff, layerMaxBackoff)
+			}
+		}
+	case loss <= layerCleanLossFraction:
+		d.cleanReports++
+		if d.cleanReports >= layerUpgradeCleanReports*d.upgradeBackoff && target+1 < d.up.layerCount() && d.up.layerAt(target+1) != nil {
+			next = target + 1
+			d.cleanReports = 0
+			d.reportsOnLayer = 0
+		}
+	default:
+		d.cleanReports = 0
+	}
+	if next != target {
+		d.target.Store(int32(next))
+		d.up.requestKeyframe(d.up.layerAt(next))
+	}
+}
+
 // readRTCP reads the subscriber's RTCP for this track (pion's interceptors
-// have already answered NACKs from their send buffer) and relays keyframe
-// requests to the publisher. It ends when the sender stops.
+// have already answered NACKs from their send buffer), relays keyframe
+// requests to the publisher and feeds receiver reports to the layer
+// policy. It ends when the sender stops.
 func (d *downTrack) readRTCP() {
 	for {
 		pkts, _, err := d.sender.ReadRTCP()
@@ -236,10 +419,92 @@ func (d *downTrack) readRTCP() {
 			return
 		}
 		for _, p := range pkts {
-			switch p.(type) {
+			switch p := p.(type) {
 			case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
-				d.up.requestKeyframe(d.up.firstLayer())
+				layer := int(d.current.Load())
+				if layer < 0 {
+					layer = 0
+				}
+				d.up.requestKeyframe(d.up.layerAt(layer))
+			case *rtcp.ReceiverReport:
+				for _, r := range p.Reports {
+					if r.SSRC == d.ssrc {
+						d.adapt(float64(r.FractionLost) / 256)
+					}
+				}
 			}
 		}
+	}
+}
+
+// isKeyframeStart says whether an RTP payload starts a keyframe, for the
+// codecs whose payload format the node reads (VP8, H.264); known is false
+// for others. It reads only payload headers, never decodes.
+func isKeyframeStart(mimeType string, p []byte) (key, known bool) {
+	switch {
+	case strings.EqualFold(mimeType, webrtc.MimeTypeVP8):
+		return isVP8KeyframeStart(p), true
+	case strings.EqualFold(mimeType, webrtc.MimeTypeH264):
+		return isH264Keyframe(p), true
+	}
+	return false, false
+}
+
+// isVP8KeyframeStart reads the VP8 payload descriptor (RFC 7741 4.2) and
+// the first byte of the VP8 payload header: a keyframe's first packet has
+// S=1, partition 0, and P=0.
+func isVP8KeyframeStart(p []byte) bool {
+	if len(p) < 1 || p[0]&0x10 == 0 || p[0]&0x07 != 0 {
+		return false
+	}
+	i := 1
+	if p[0]&0x80 != 0 { // X: extension byte follows
+		if len(p) < 2 {
+			return false
+		}
+		ext := p[1]
+		i = 2
+		if ext&0x80 != 0 { // I: picture ID, 7 or 15 bits
+			if len(p) <= i {
+				return false
+			}
+			if p[i]&0x80 != 0 {
+				i += 2
+			} else {
+				i++
+			}
+		}
+		if ext&0x40 != 0 { // L: TL0PICIDX
+			i++
+		}
+		if ext&0x30 != 0 { // T or K: TID/KEYIDX byte
+			i++
+		}
+	}
+	return len(p) > i && p[i]&0x01 == 0
+}
+
+// isH264Keyframe says whether an H.264 payload (RFC 6184) carries an IDR
+// slice or a sequence parameter set, alone, in a STAP-A, or as the first
+// fragment of a FU-A.
+func isH264Keyframe(p []byte) bool {
+	if len(p) < 2 {
+		return false
+	}
+	isKey := func(nalType byte) bool { return nalType == 5 || nalType == 7 }
+	switch nal := p[0] & 0x1F; nal {
+	case 24: // STAP-A: 2-byte sizes, then NAL units
+		for i := 1; i+2 < len(p); {
+			size := int(p[i])<<8 | int(p[i+1])
+			if isKey(p[i+2] & 0x1F) {
+				return true
+			}
+			i += 2 + size
+		}
+		return false
+	case 28: // FU-A: start bit and the fragment's type
+		return p[1]&0x80 != 0 && isKey(p[1]&0x1F)
+	default:
+		return isKey(nal)
 	}
 }

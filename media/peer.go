@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pion/webrtc/v4"
 )
@@ -37,6 +38,11 @@ type peer struct {
 	kick      chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	// subConnected is set once the subscribe connection is up: a copy
+	// starts only then, since pion drops what is written before, and the
+	// keyframe it starts with would be lost.
+	subConnected atomic.Bool
 
 	// Owned by the run goroutine.
 	pub, sub                 *webrtc.PeerConnection
@@ -180,6 +186,11 @@ func (p *peer) run() {
 		return
 	}
 	p.sub.OnICECandidate(func(c *webrtc.ICECandidate) { p.sendCandidate(targetSubscribe, c) })
+	p.sub.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
+		if s == webrtc.PeerConnectionStateConnected && !p.subConnected.Swap(true) {
+			p.requestKeyframes()
+		}
+	})
 	for {
 		select {
 		case <-p.closed:
@@ -210,6 +221,20 @@ func (p *peer) shutdown() {
 	}
 	if p.sub != nil {
 		_ = p.sub.Close()
+	}
+}
+
+// requestKeyframes asks every track this peer receives for a keyframe on
+// the layer its copy waits for (its subscribe connection just came up).
+func (p *peer) requestKeyframes() {
+	p.r.mu.Lock()
+	downs := make([]*downTrack, 0, len(p.downs))
+	for _, d := range p.downs {
+		downs = append(downs, d)
+	}
+	p.r.mu.Unlock()
+	for _, d := range downs {
+		d.up.requestKeyframe(d.up.layerAt(int(d.target.Load())))
 	}
 }
 
@@ -330,6 +355,9 @@ func checkDecls(decls []trackDecl) string {
 		if ids[d.TrackID] || sources[d.Source] {
 			return "each declared track needs its own track_id and source"
 		}
+		if text := checkLayers(d); text != "" {
+			return text
+		}
 		ids[d.TrackID], sources[d.Source] = true, true
 	}
 	return ""
@@ -337,6 +365,34 @@ func checkDecls(decls []trackDecl) string {
 
 // maxClientTrackIDBytes bounds a client's own track ID.
 const maxClientTrackIDBytes = 64
+
+// Simulcast bounds: layers of one track, and the length of a RID (RFC 8851
+// allows alphanumerics, '-' and '_'; 16 bytes is far more than any client
+// uses).
+const (
+	maxSimulcastLayers = 3
+	maxRIDBytes        = 16
+)
+
+func checkLayers(d trackDecl) string {
+	if len(d.Layers) == 0 {
+		return ""
+	}
+	if kindOfSource(d.Source) != webrtc.RTPCodecTypeVideo {
+		return fmt.Sprintf("track %q: only video has simulcast layers", d.TrackID)
+	}
+	if len(d.Layers) < 2 || len(d.Layers) > maxSimulcastLayers {
+		return fmt.Sprintf("track %q: a simulcast track has 2 to %d layers", d.TrackID, maxSimulcastLayers)
+	}
+	seen := map[string]bool{}
+	for _, rid := range d.Layers {
+		if rid == "" || len(rid) > maxRIDBytes || seen[rid] || strings.Trim(rid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+			return fmt.Sprintf("track %q: layers must be distinct RIDs of 1 to %d letters, digits, - or _", d.TrackID, maxRIDBytes)
+		}
+		seen[rid] = true
+	}
+	return ""
+}
 
 func (p *peer) publishOffer(sdp string, decls []trackDecl) {
 	if text := checkDecls(decls); text != "" {
@@ -424,10 +480,15 @@ func (p *peer) onTrack(pc *webrtc.PeerConnection, remote *webrtc.TrackRemote) {
 	isNew := up == nil
 	if isNew {
 		up = newUpTrack(p, d.TrackID, d.Source, remote.Kind(), remote.Codec(), pc)
+		up.setLayers(d.Layers)
 		p.published[d.TrackID] = up
 	}
 	p.mu.Unlock()
 	layer := up.addLayer(remote)
+	if layer == nil {
+		drain(remote) // an encoding the declaration does not name
+		return
+	}
 	if isNew {
 		r := p.r
 		r.mu.Lock()
@@ -586,6 +647,9 @@ func (p *peer) reconcile() {
 			continue
 		}
 		d := newDownTrack(up, p, local, sender)
+		if params := sender.GetParameters(); len(params.Encodings) > 0 {
+			d.ssrc = uint32(params.Encodings[0].SSRC)
+		}
 		r.mu.Lock()
 		live := !up.ended && !p.gone
 		if live {
@@ -601,7 +665,7 @@ func (p *peer) reconcile() {
 		go d.writeLoop()
 		go d.readRTCP()
 		// A new subscriber can decode nothing until the next keyframe.
-		up.requestKeyframe(up.firstLayer())
+		up.requestKeyframe(up.layerAt(int(d.target.Load())))
 	}
 	if changed {
 		p.negotiate()

@@ -188,6 +188,9 @@ type clientMessage struct {
 type trackDecl struct {
 	TrackID string `json:"track_id"`
 	Source  string `json:"source"`
+	// Layers are the RIDs of a simulcast track's encodings, lowest quality
+	// first (2 or 3); empty without simulcast.
+	Layers []string `json:"layers,omitempty"`
 }
 
 // TrackInfo is one published track as the others in the room see it.

@@ -50,14 +50,14 @@ func (tn *testNode) tokenAs(room, participant, session, role string) string {
 
 // testClientAPI is the pion API of a test client: loopback only, no mDNS,
 // pion's default interceptors (NACK, reports).
-func testClientAPI(t *testing.T, mutate func(*webrtc.SettingEngine)) *webrtc.API {
+func testClientAPI(t *testing.T, mutate func(*webrtc.SettingEngine), opts ...webrtc.InterceptorOption) *webrtc.API {
 	t.Helper()
 	me := &webrtc.MediaEngine{}
 	if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
 	}
 	ir := &interceptor.Registry{}
-	if err := webrtc.RegisterDefaultInterceptors(me, ir); err != nil {
+	if err := webrtc.RegisterDefaultInterceptorsWithOptions(me, ir, opts...); err != nil {
 		t.Fatal(err)
 	}
 	se := webrtc.SettingEngine{}
@@ -106,7 +106,9 @@ type rtcClient struct {
 	mu       sync.Mutex
 	received map[string]*recvTrack // by the node's track ID
 	remotes  map[string]*webrtc.TrackRemote
-	paused   chan struct{} // while non-nil, track readers wait on it
+	// keyframeTimes is when each keyframe request reached this publisher.
+	keyframeTimes []time.Time
+	paused        chan struct{} // while non-nil, track readers wait on it
 }
 
 // localTrack is a published track and the tag its payloads carry.
@@ -290,6 +292,9 @@ func (c *rtcClient) publish(sources ...string) {
 					switch p.(type) {
 					case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
 						c.keyframeRequests.Add(1)
+						c.mu.Lock()
+						c.keyframeTimes = append(c.keyframeTimes, time.Now())
+						c.mu.Unlock()
 					}
 				}
 			}

@@ -232,7 +232,8 @@ func TestMediaUnsubscribeAndResubscribe(t *testing.T) {
 
 // TestMediaRelaysKeyframeRequests: a new subscriber makes the node ask the
 // publisher for a keyframe, a subscriber's PLI is relayed, and a burst of
-// requests reaches the publisher as one per keyframeRequestIntervalMillis.
+// PLIs reaches the publisher spaced at least keyframeRequestIntervalMillis
+// apart, none lost: at most two requests, the first within an interval.
 func TestMediaRelaysKeyframeRequests(t *testing.T) {
 	tn := newWebRTCNode(t, nil)
 	pub := tn.joinRTC(t, "pubA", "1", "pubA", "pubA", "publisher", nil)
@@ -244,9 +245,12 @@ func TestMediaRelaysKeyframeRequests(t *testing.T) {
 	counter := pump(t, []*rtcClient{pub}, 100, "the subscriber's first packet", func() bool { return sub.highest(tag) > 0 })
 	waitFor(t, "the keyframe request for the new subscriber", func() bool { return pub.keyframeRequests.Load() > before })
 
-	// A burst of PLIs from the subscriber, after the rate limit's interval:
-	// the publisher hears one.
-	time.Sleep(keyframeRequestIntervalMillis * time.Millisecond)
+	// Let the requests of the join settle, then a burst of PLIs.
+	counter = pump(t, []*rtcClient{pub}, counter, "a quiet interval", func() bool {
+		pub.mu.Lock()
+		defer pub.mu.Unlock()
+		return time.Since(pub.keyframeTimes[len(pub.keyframeTimes)-1]) > 2*keyframeRequestIntervalMillis*time.Millisecond
+	})
 	sub.mu.Lock()
 	var ssrc uint32
 	for _, r := range sub.remotes {
@@ -254,15 +258,26 @@ func TestMediaRelaysKeyframeRequests(t *testing.T) {
 	}
 	sub.mu.Unlock()
 	before = pub.keyframeRequests.Load()
+	burstAt := time.Now()
 	for range 10 {
 		if err := sub.sub.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: ssrc}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pump(t, []*rtcClient{pub}, counter, "the relayed keyframe request", func() bool { return pub.keyframeRequests.Load() > before })
-	time.Sleep(100 * time.Millisecond)
-	if got := pub.keyframeRequests.Load() - before; got != 1 {
-		t.Fatalf("a burst of 10 PLIs reached the publisher as %d requests, want 1", got)
+	pump(t, []*rtcClient{pub}, counter, "the relayed keyframe request", func() bool {
+		return time.Since(burstAt) > 3*keyframeRequestIntervalMillis*time.Millisecond
+	})
+	pub.mu.Lock()
+	times := pub.keyframeTimes[before:]
+	pub.mu.Unlock()
+	if len(times) < 1 || len(times) > 2 {
+		t.Fatalf("a burst of 10 PLIs reached the publisher as %d requests, want 1 or 2", len(times))
+	}
+	if first := times[0].Sub(burstAt); first > keyframeRequestIntervalMillis*time.Millisecond+200*time.Millisecond {
+		t.Fatalf("the first request came %v after the burst", first)
+	}
+	if len(times) == 2 && times[1].Sub(times[0]) < keyframeRequestIntervalMillis*time.Millisecond*9/10 {
+		t.Fatalf("two requests %v apart", times[1].Sub(times[0]))
 	}
 }
 
