@@ -41,6 +41,10 @@ type upTrack struct {
 	downs atomic.Pointer[[]*downTrack]
 
 	packetsIn atomic.Uint64
+
+	// Audio loudness since the last speaker evaluation (noteAudioLevel).
+	loudnessSum atomic.Uint64
+	loudPackets atomic.Uint64
 }
 
 // upLayer is one encoding of an upTrack.
@@ -52,7 +56,10 @@ type upLayer struct {
 	// lastKeyframeRequestNanos rate-limits keyframe requests for this layer
 	// (keyframeRequestIntervalMillis).
 	lastKeyframeRequestNanos atomic.Int64
-	keyframeRequestDeferred  atomic.Bool // a request waits for the interval's end
+	// audioLevelExtID is the audio level header extension's ID on the
+	// publisher's connection; 0 when not negotiated.
+	audioLevelExtID         uint8
+	keyframeRequestDeferred atomic.Bool // a request waits for the interval's end
 }
 
 func newTrackID() string {
@@ -200,6 +207,9 @@ func (u *upTrack) forward(l *upLayer) {
 		if pkt.Unmarshal(buf[:n]) != nil {
 			continue
 		}
+		if u.kind == webrtc.RTPCodecTypeAudio {
+			u.noteAudioLevel(l, pkt)
+		}
 		// Header extensions are negotiated per connection, so the
 		// publisher's extension IDs mean nothing on a subscriber's
 		// connection; each subscriber's interceptors add their own.
@@ -244,9 +254,18 @@ type downTrack struct {
 	stopOnce sync.Once
 	exited   chan struct{}
 
-	sent     atomic.Uint64
-	dropped  atomic.Uint64
-	switches atomic.Uint64 // layer changes made (simulcast)
+	sent    atomic.Uint64
+	dropped atomic.Uint64
+	// nackedAt remembers when each sequence number the subscriber
+	// reported missing (NACK) was first reported, and nackedNew counts
+	// first reports since connection quality last looked (takeNacked):
+	// pion's NACK generator repeats a request until the packet comes or
+	// leaves its window, so counting requests would count one loss many
+	// times.
+	nackMu    sync.Mutex
+	nackedAt  map[uint16]int64
+	nackedNew int
+	switches  atomic.Uint64 // layer changes made (simulcast)
 
 	simulcast bool
 	current   atomic.Int32 // layer being forwarded; -1 before the first keyframe
@@ -271,7 +290,7 @@ type queuedPacket struct {
 }
 
 func newDownTrack(up *upTrack, sub *peer, w rtpWriter, sender *webrtc.RTPSender) *downTrack {
-	d := &downTrack{up: up, sub: sub, w: w, sender: sender, simulcast: up.simulcast(), upgradeBackoff: 1,
+	d := &downTrack{up: up, sub: sub, w: w, sender: sender, simulcast: up.simulcast(), upgradeBackoff: 1, nackedAt: make(map[uint16]int64),
 		queue: make(chan queuedPacket, downTrackQueuePackets), done: make(chan struct{}), exited: make(chan struct{})}
 	if d.simulcast {
 		d.current.Store(-1)
@@ -293,6 +312,46 @@ func (d *downTrack) enqueue(l *upLayer, pkt *rtp.Packet) {
 	default:
 		d.dropped.Add(1)
 	}
+}
+
+// NACK memory: how long a reported sequence number is remembered (longer
+// than pion's NACK generator keeps asking for one), and how many at most.
+const (
+	nackMemorySeconds = 10
+	maxNackedSeqs     = 4096
+)
+
+// noteNack records the packets a NACK reports missing.
+func (d *downTrack) noteNack(n *rtcp.TransportLayerNack) {
+	now := time.Now().UnixNano()
+	d.nackMu.Lock()
+	defer d.nackMu.Unlock()
+	for _, pair := range n.Nacks {
+		for _, seq := range pair.PacketList() {
+			if _, seen := d.nackedAt[seq]; seen || len(d.nackedAt) >= maxNackedSeqs {
+				continue
+			}
+			d.nackedAt[seq] = now
+			d.nackedNew++
+		}
+	}
+}
+
+// takeNacked returns how many distinct packets the subscriber first
+// reported missing since the last call, and forgets reports older than
+// nackMemorySeconds.
+func (d *downTrack) takeNacked() int {
+	cutoff := time.Now().Add(-nackMemorySeconds * time.Second).UnixNano()
+	d.nackMu.Lock()
+	defer d.nackMu.Unlock()
+	for seq, at := range d.nackedAt {
+		if at < cutoff {
+			delete(d.nackedAt, seq)
+		}
+	}
+	n := d.nackedNew
+	d.nackedNew = 0
+	return n
 }
 
 // stop ends the writer; packets still queued are never written. Safe to
@@ -426,6 +485,8 @@ func (d *downTrack) readRTCP() {
 					layer = 0
 				}
 				d.up.requestKeyframe(d.up.layerAt(layer))
+			case *rtcp.TransportLayerNack:
+				d.noteNack(p)
 			case *rtcp.ReceiverReport:
 				for _, r := range p.Reports {
 					if r.SSRC == d.ssrc {

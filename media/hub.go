@@ -190,6 +190,26 @@ func (h *hub) tracksChanged(c *conn, tracks []TrackInfo) {
 	h.broadcastMedia(h.rooms[m.claims.RoomID], m)
 }
 
+// activeSpeaker marks participantID ("" for nobody) as the room's one
+// speaking member and tells the room about each member whose flag changed.
+func (h *hub) activeSpeaker(roomID, participantID string) {
+	r := h.rooms[roomID]
+	if r == nil {
+		return
+	}
+	// The one who stopped speaking first, then the one who started, so a
+	// client never sees two speakers at once.
+	for _, turnOn := range []bool{false, true} {
+		for _, m := range sortedMembers(r) {
+			speaking := m.claims.ParticipantID == participantID
+			if m.speaking != speaking && speaking == turnOn {
+				m.speaking = speaking
+				h.broadcastMedia(r, m)
+			}
+		}
+	}
+}
+
 // broadcastMedia tells the protocol 2 members of r (m included: a client
 // learns that the node accepted its tracks) about m's tracks and speaking.
 // Protocol 1 members are not told: their protocol has no media.

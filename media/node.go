@@ -218,6 +218,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	h := newHub(n)
 	go h.run()
+	if n.rtc != nil {
+		n.rtc.start(n)
+	}
 	return n, nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/pion/sdp/v3"
 
 	"github.com/pion/webrtc/v4"
 )
@@ -48,6 +51,7 @@ type peer struct {
 	pub, sub                 *webrtc.PeerConnection
 	negotiating, renegotiate bool
 	candidates               int
+	quality                  qualityState
 	// early holds candidates that arrived before their connection had a
 	// remote description (a client's ICE agent can trickle before its SDP
 	// message is sent); they are added once it has one.
@@ -191,6 +195,8 @@ func (p *peer) run() {
 			p.requestKeyframes()
 		}
 	})
+	quality := time.NewTicker(qualityIntervalMillis * time.Millisecond)
+	defer quality.Stop()
 	for {
 		select {
 		case <-p.closed:
@@ -199,6 +205,8 @@ func (p *peer) run() {
 			op()
 		case <-p.kick:
 			p.reconcile()
+		case <-quality.C:
+			p.evaluateQuality()
 		}
 	}
 }
@@ -432,7 +440,7 @@ func (p *peer) publishOffer(sdp string, decls []trackDecl) {
 		}
 		p.pub = pc
 		pc.OnICECandidate(func(c *webrtc.ICECandidate) { p.sendCandidate(targetPublish, c) })
-		pc.OnTrack(func(remote *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { p.onTrack(pc, remote) })
+		pc.OnTrack(func(remote *webrtc.TrackRemote, receiver *webrtc.RTPReceiver) { p.onTrack(pc, remote, receiver) })
 	}
 	if err := p.pub.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: sdp}); err != nil {
 		p.fail("publish.offer: the SDP offer was refused: " + err.Error())
@@ -468,7 +476,7 @@ func (p *peer) unpublish(ups []*upTrack) {
 
 // onTrack runs on pion's goroutine for each arriving encoding of a remote
 // track, and forwards it until it ends.
-func (p *peer) onTrack(pc *webrtc.PeerConnection, remote *webrtc.TrackRemote) {
+func (p *peer) onTrack(pc *webrtc.PeerConnection, remote *webrtc.TrackRemote, receiver *webrtc.RTPReceiver) {
 	p.mu.Lock()
 	d, ok := p.declared[remote.ID()]
 	if !ok || kindOfSource(d.Source) != remote.Kind() {
@@ -488,6 +496,11 @@ func (p *peer) onTrack(pc *webrtc.PeerConnection, remote *webrtc.TrackRemote) {
 	if layer == nil {
 		drain(remote) // an encoding the declaration does not name
 		return
+	}
+	for _, ext := range receiver.GetParameters().HeaderExtensions {
+		if ext.URI == sdp.AudioLevelURI {
+			layer.audioLevelExtID = uint8(ext.ID)
+		}
 	}
 	if isNew {
 		r := p.r

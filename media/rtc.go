@@ -10,6 +10,7 @@ import (
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
 	"github.com/pion/logging"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/transport/v5"
 	"github.com/pion/webrtc/v4"
 )
@@ -98,10 +99,14 @@ type ICEServer struct {
 // the hub decides who is a member, rtc forwards media between members, and
 // the hub tells rtc when a member comes or goes (addPeer, peer.close).
 type rtc struct {
-	api *webrtc.API
-	cfg WebRTCConfig
-	log *slog.Logger
-	mux ice.UDPMux
+	api  *webrtc.API
+	cfg  WebRTCConfig
+	log  *slog.Logger
+	mux  ice.UDPMux
+	node *Node
+
+	stopSpeaker chan struct{}
+	speakerDone chan struct{}
 
 	mu    sync.Mutex
 	rooms map[string]*sfuRoom
@@ -113,6 +118,12 @@ type sfuRoom struct {
 	id     string
 	peers  map[string]*peer    // by participant ID
 	tracks map[string]*upTrack // by track ID
+
+	// Active speaker: the participant told as speaking ("" for none), and
+	// a challenger that must stay loudest speakerConfirmIntervals in a row.
+	speaker          string
+	speakerCandidate string
+	speakerStreak    int
 }
 
 func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
@@ -129,6 +140,10 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 	// pion's interceptors for RTCP rather than doing its own.
 	if err := webrtc.RegisterDefaultInterceptors(me, ir); err != nil {
 		return nil, fmt.Errorf("media: registering interceptors: %w", err)
+	}
+	// Audio levels (RFC 6464) pick the active speaker without decoding.
+	if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: sdp.AudioLevelURI}, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, fmt.Errorf("media: registering the audio level extension: %w", err)
 	}
 	se := webrtc.SettingEngine{}
 	lf := logging.NewDefaultLoggerFactory()
@@ -159,15 +174,24 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 		se.SetNAT1To1IPs(cfg.AnnounceIPs, webrtc.ICECandidateTypeHost)
 	}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se))
-	return &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom)}, nil
+	return &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom),
+		stopSpeaker: make(chan struct{}), speakerDone: make(chan struct{})}, nil
 }
 
 // iceTCPReadBufferPackets bounds the packets pion buffers per ICE-TCP
 // connection before its reader blocks.
 const iceTCPReadBufferPackets = 64
 
-// close closes the mux and the node's media sockets.
+// start runs the room-wide loops (active speaker) for node n.
+func (r *rtc) start(n *Node) {
+	r.node = n
+	go r.speakerLoop()
+}
+
+// close stops the loops and closes the mux and the node's media sockets.
 func (r *rtc) close() {
+	close(r.stopSpeaker)
+	<-r.speakerDone
 	_ = r.mux.Close()
 	_ = r.cfg.UDP.Close()
 	if r.cfg.TCP != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/pion/interceptor"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
 	"rtcd/auth"
 )
@@ -56,6 +57,9 @@ func testClientAPI(t *testing.T, mutate func(*webrtc.SettingEngine), opts ...web
 	if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
 	}
+	if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: sdp.AudioLevelURI}, webrtc.RTPCodecTypeAudio); err != nil {
+		t.Fatal(err)
+	}
 	ir := &interceptor.Registry{}
 	if err := webrtc.RegisterDefaultInterceptorsWithOptions(me, ir, opts...); err != nil {
 		t.Fatal(err)
@@ -74,15 +78,18 @@ func testClientAPI(t *testing.T, mutate func(*webrtc.SettingEngine), opts ...web
 // v2Msg holds the fields of any protocol 2 server message.
 type v2Msg struct {
 	serverMsg
-	SDP        string          `json:"sdp"`
-	Target     string          `json:"target"`
-	Candidate  json.RawMessage `json:"candidate"`
-	TrackID    string          `json:"track_id"`
-	Source     string          `json:"source"`
-	Tracks     []TrackInfo     `json:"tracks"`
-	Speaking   bool            `json:"speaking"`
-	ICEServers []ICEServer     `json:"ice_servers"`
-	Quality    string          `json:"quality"`
+	SDP          string          `json:"sdp"`
+	Target       string          `json:"target"`
+	Candidate    json.RawMessage `json:"candidate"`
+	TrackID      string          `json:"track_id"`
+	Source       string          `json:"source"`
+	Tracks       []TrackInfo     `json:"tracks"`
+	Speaking     bool            `json:"speaking"`
+	ICEServers   []ICEServer     `json:"ice_servers"`
+	Quality      string          `json:"quality"`
+	LossPercent  float64         `json:"loss_percent"`
+	RTTMillis    float64         `json:"rtt_ms"`
+	JitterMillis float64         `json:"jitter_ms"`
 }
 
 // rtcClient is one joined protocol 2 client.
@@ -118,6 +125,8 @@ type localTrack struct {
 	tag    uint32
 	seq    uint16
 	ts     uint32
+
+	audioLevelID uint8 // the audio level extension's ID, once looked up
 }
 
 // recvTrack counts what arrived on one subscribed track.
