@@ -54,6 +54,7 @@ type Config struct {
 	MediaNodeIP     string // address in the built-in node's ICE host candidates; empty: the media listener's
 	MediaUDPPort    int    // the one UDP port of the built-in node's WebRTC; 0: the media listener's port
 	MediaTCPPort    int    // ICE over TCP port; 0: the media listener's port + 1; -1: off
+	MediaTURNPort   int    // the built-in node's embedded TURN server (UDP and TCP); 0: off
 
 	WebhookAllowPrivate         bool
 	WebhookExtraCAFile          string
@@ -110,6 +111,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "media-node-ip", Default: "", Help: "IP address clients send media to (ICE host candidates) of the built-in node; empty: the --media-listen host", str: &c.MediaNodeIP},
 		{Name: "media-udp-port", Default: "0", Help: "the one UDP port every WebRTC peer of the built-in node uses; 0: the --media-listen port number (on UDP)", num: &c.MediaUDPPort},
 		{Name: "media-tcp-port", Default: "0", Help: "ICE over TCP port of the built-in node, the fallback where UDP is blocked; 0: the --media-listen port + 1; -1: off", num: &c.MediaTCPPort},
+		{Name: "media-turn-port", Default: "0", Help: "run an embedded TURN server (UDP and TCP) on this port for clients that reach neither the UDP port nor ICE over TCP; clients get time-limited credentials at join; 0: off", num: &c.MediaTURNPort},
 		{Name: "media-control-url", Default: "", Help: "http(s) origin of a media node run on its own (rtcd media --listen), where rooms are closed and participants removed; use with --media-listen= and --media-url", str: &c.MediaControlURL},
 		{Name: "media-url", Default: "", Help: "media endpoint returned by POST /v1/connect; empty: ws://<media-listen address>/rtc of the built-in node; behind TLS set a wss:// address", str: &c.MediaURL},
 		{Name: "master-key", Default: "", Help: "hex master secret (at least 32 bytes); empty: <data-dir>/master.key, created on first start", str: &c.MasterKey},
@@ -298,7 +300,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--media-listen=%q: want HOST:PORT", c.MediaListen)
 		}
 	}
-	if err := (media.NetworkOptions{NodeIP: c.MediaNodeIP, UDPPort: c.MediaUDPPort, TCPPort: c.MediaTCPPort}).Validate(); err != nil {
+	if err := c.MediaNetwork().Validate(); err != nil {
 		return err
 	}
 	if _, err := c.RetrySchedule(); err != nil {
@@ -375,4 +377,9 @@ func (c *Config) DashboardOrigin(apiAddr string) string {
 		return strings.TrimRight(c.PublicURL, "/")
 	}
 	return "http://" + apiAddr
+}
+
+// MediaNetwork is where the built-in media node's WebRTC traffic goes.
+func (c *Config) MediaNetwork() media.NetworkOptions {
+	return media.NetworkOptions{NodeIP: c.MediaNodeIP, UDPPort: c.MediaUDPPort, TCPPort: c.MediaTCPPort, TURNPort: c.MediaTURNPort}
 }

@@ -495,8 +495,8 @@ func (h *hub) joinedMessage(r *room, m *member) []byte {
 		}
 	}
 	var iceServers []ICEServer
-	if m.c.protocol >= protocolMedia && h.n.rtc != nil && h.n.rtc.cfg.ICEServers != nil {
-		iceServers = h.n.rtc.cfg.ICEServers(participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID})
+	if m.c.protocol >= protocolMedia && h.n.rtc != nil {
+		iceServers = h.n.rtc.iceServers(participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID})
 	}
 	return encode(joinedMessage{
 		Type: typeJoined, Protocol: m.c.protocol, ICEServers: iceServers,

@@ -20,6 +20,10 @@ type NetworkOptions struct {
 	// TCPPort is the ICE over TCP port, the fallback for networks that block
 	// UDP. 0: the media listener's port plus one; -1: no ICE over TCP.
 	TCPPort int
+	// TURNPort, if not 0, runs the embedded TURN server on this port, UDP
+	// and TCP, for clients that reach neither the UDP port nor ICE over
+	// TCP. Off by default.
+	TURNPort int
 }
 
 // Port bounds of NetworkOptions.
@@ -38,6 +42,9 @@ func (o NetworkOptions) Validate() error {
 	}
 	if o.TCPPort < DisabledICETCP || o.TCPPort > maxPort {
 		return fmt.Errorf("--media-tcp-port=%d: want -1 (off), 0 (the media listener's port + 1) or a port up to %d", o.TCPPort, maxPort)
+	}
+	if o.TURNPort < 0 || o.TURNPort > maxPort {
+		return fmt.Errorf("--media-turn-port=%d: want 0 (off) or a port up to %d", o.TURNPort, maxPort)
 	}
 	return nil
 }
@@ -95,5 +102,65 @@ func OpenWebRTC(o NetworkOptions, listener net.Addr, ephemeral bool) (*WebRTCCon
 		}
 		cfg.TCP = tcp
 	}
+	if o.TURNPort != 0 {
+		if err := openTURN(cfg, o, bindIP, ephemeral); err != nil {
+			closeWebRTC(cfg)
+			return nil, err
+		}
+	}
 	return cfg, nil
 }
+
+// openTURN opens the embedded TURN server's sockets, UDP and TCP on one
+// port, and relays on the node's address.
+func openTURN(cfg *WebRTCConfig, o NetworkOptions, bindIP net.IP, ephemeral bool) error {
+	nodeIP := bindIP
+	if o.NodeIP != "" {
+		nodeIP = net.ParseIP(o.NodeIP)
+	}
+	if nodeIP.IsUnspecified() {
+		return errors.New("--media-turn-port needs --media-node-ip when the media listener is on every interface: TURN relays only to the node's own address")
+	}
+	port := o.TURNPort
+	if ephemeral {
+		port = 0
+	}
+	udp, err := net.ListenPacket("udp", net.JoinHostPort(bindIP.String(), strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("media TURN UDP port: %w", err)
+	}
+	port = udp.LocalAddr().(*net.UDPAddr).Port
+	tcp, err := net.Listen("tcp", net.JoinHostPort(bindIP.String(), strconv.Itoa(port)))
+	if err != nil {
+		_ = udp.Close()
+		return fmt.Errorf("media TURN TCP port: %w", err)
+	}
+	relayIP := bindIP
+	if relayIP.IsUnspecified() {
+		relayIP = nodeIP
+	}
+	cfg.TURN = &TURNConfig{UDP: udp, TCP: tcp, Host: nodeIP.String(), Port: port, RelayIP: relayIP,
+		PeerIPs: []net.IP{nodeIP, bindIP}}
+	return nil
+}
+
+// closeWebRTC closes the sockets OpenWebRTC opened, for a caller that
+// fails before a node owns them.
+func closeWebRTC(cfg *WebRTCConfig) {
+	_ = cfg.UDP.Close()
+	if cfg.TCP != nil {
+		_ = cfg.TCP.Close()
+	}
+	if cfg.TURN != nil {
+		if cfg.TURN.UDP != nil {
+			_ = cfg.TURN.UDP.Close()
+		}
+		if cfg.TURN.TCP != nil {
+			_ = cfg.TURN.TCP.Close()
+		}
+	}
+}
+
+// CloseWebRTC closes the sockets of a config OpenWebRTC returned that was
+// never given to a node (NewNode failed).
+func CloseWebRTC(cfg *WebRTCConfig) { closeWebRTC(cfg) }

@@ -69,9 +69,9 @@ type WebRTCConfig struct {
 	// AnnounceIPs, if set, replaces the host candidates' addresses (a node
 	// bound to 0.0.0.0 behind a 1:1 NAT announces its public address).
 	AnnounceIPs []string
-	// ICEServers are handed to clients in joined (for example TURN); nil
-	// for none. See TURNCredentials for time-limited ones.
-	ICEServers func(claims participantIdentity) []ICEServer
+	// TURN, if set, runs the embedded TURN server; its time-limited
+	// credentials are handed to each client in joined.ice_servers.
+	TURN *TURNConfig
 	// Net is the network pion uses; nil means the host's. Tests pass a
 	// pion vnet to inject loss, bandwidth limits and blocked ports.
 	Net transport.Net
@@ -104,6 +104,7 @@ type rtc struct {
 	log  *slog.Logger
 	mux  ice.UDPMux
 	node *Node
+	turn *turnServer // nil without TURNConfig
 
 	stopSpeaker chan struct{}
 	speakerDone chan struct{}
@@ -174,8 +175,17 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 		se.SetNAT1To1IPs(cfg.AnnounceIPs, webrtc.ICECandidateTypeHost)
 	}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se))
-	return &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom),
-		stopSpeaker: make(chan struct{}), speakerDone: make(chan struct{})}, nil
+	r := &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom),
+		stopSpeaker: make(chan struct{}), speakerDone: make(chan struct{})}
+	if cfg.TURN != nil {
+		t, err := startTURN(*cfg.TURN)
+		if err != nil {
+			_ = mux.Close()
+			return nil, err
+		}
+		r.turn = t
+	}
+	return r, nil
 }
 
 // iceTCPReadBufferPackets bounds the packets pion buffers per ICE-TCP
@@ -192,6 +202,9 @@ func (r *rtc) start(n *Node) {
 func (r *rtc) close() {
 	close(r.stopSpeaker)
 	<-r.speakerDone
+	if r.turn != nil {
+		r.turn.close()
+	}
 	_ = r.mux.Close()
 	_ = r.cfg.UDP.Close()
 	if r.cfg.TCP != nil {
@@ -207,6 +220,15 @@ func (r *rtc) roomLocked(id string) *sfuRoom {
 		r.rooms[id] = sr
 	}
 	return sr
+}
+
+// iceServers is joined.ice_servers for a client: the embedded TURN
+// server's, with fresh credentials, if it runs.
+func (r *rtc) iceServers(id participantIdentity) []ICEServer {
+	if r.turn == nil {
+		return nil
+	}
+	return r.turn.iceServers(id)
 }
 
 // featureAllows says whether role may publish source. It mirrors the

@@ -99,6 +99,7 @@ type rtcClient struct {
 	ws     *websocket.Conn
 	api    *webrtc.API
 	joined v2Msg
+	config webrtc.Configuration // with the ICE servers joined named
 
 	writeMu sync.Mutex
 	pub     *webrtc.PeerConnection
@@ -157,7 +158,10 @@ func (tn *testNode) joinRTC(t *testing.T, name, room, participant, session, role
 		t.Fatalf("%s: join: %+v %v", name, c.joined, err)
 	}
 	_ = ws.SetReadDeadline(time.Time{})
-	c.sub, err = api.NewPeerConnection(webrtc.Configuration{})
+	for _, s := range c.joined.ICEServers {
+		c.config.ICEServers = append(c.config.ICEServers, webrtc.ICEServer{URLs: s.URLs, Username: s.Username, Credential: s.Credential})
+	}
+	c.sub, err = api.NewPeerConnection(c.config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +274,7 @@ func (c *rtcClient) readLoop() {
 func (c *rtcClient) publish(sources ...string) {
 	c.t.Helper()
 	if c.pub == nil {
-		pc, err := c.api.NewPeerConnection(webrtc.Configuration{})
+		pc, err := c.api.NewPeerConnection(c.config)
 		if err != nil {
 			c.t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
 	"github.com/pion/transport/v5/vnet"
+	"github.com/pion/turn/v5"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -67,6 +68,11 @@ func (w *vnetWorld) client(t *testing.T, ip string, wrap func(*vnet.Net) vnet.NI
 
 // start starts the router and a node whose WebRTC runs on the vnet.
 func (w *vnetWorld) start(t *testing.T) *testNode {
+	return w.startWith(t, nil)
+}
+
+// startWith is start, with the node's WebRTC config adjusted by mutate.
+func (w *vnetWorld) startWith(t *testing.T, mutate func(*WebRTCConfig)) *testNode {
 	t.Helper()
 	if err := w.router.Start(); err != nil {
 		t.Fatal(err)
@@ -76,9 +82,11 @@ func (w *vnetWorld) start(t *testing.T) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newTestNode(t, func(c *NodeConfig) {
-		c.WebRTC = &WebRTCConfig{UDP: udp, Net: w.nodeNet}
-	})
+	cfg := &WebRTCConfig{UDP: udp, Net: w.nodeNet}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	return newTestNode(t, func(c *NodeConfig) { c.WebRTC = cfg })
 }
 
 // vnetClientAPI is a client API on a vnet network, sending receiver
@@ -109,7 +117,7 @@ type simulcastPublisher struct {
 
 func (c *rtcClient) publishSimulcast(rids []string) *simulcastPublisher {
 	c.t.Helper()
-	pc, err := c.api.NewPeerConnection(webrtc.Configuration{})
+	pc, err := c.api.NewPeerConnection(c.config)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -351,4 +359,128 @@ func TestMediaSimulcastLayerPerSubscriber(t *testing.T) {
 			t.Errorf("%s: %d of %d layer changes were not at a keyframe", name, v.bad, v.switches)
 		}
 	}
+}
+
+// TestMediaThroughEmbeddedTURN: the network lets clients reach the node
+// only on its TURN port; with the credentials joined hands them, they
+// publish and receive through relayed candidates.
+func TestMediaThroughEmbeddedTURN(t *testing.T) {
+	const turnPort = 3478
+	w := newVNetWorld(t)
+	pubNet := w.client(t, "192.0.2.10", nil)
+	subNet := w.client(t, "192.0.2.11", nil)
+	node := net.ParseIP(vnetNodeIP)
+	w.router.AddChunkFilter(func(c vnet.Chunk) bool {
+		src, dst := c.SourceAddr().(*net.UDPAddr), c.DestinationAddr().(*net.UDPAddr)
+		if src == nil || dst == nil {
+			return false
+		}
+		switch {
+		case src.IP.Equal(node) && dst.IP.Equal(node):
+			return true // the TURN server's relays talking to the node's media port
+		case dst.IP.Equal(node):
+			return dst.Port == turnPort
+		case src.IP.Equal(node):
+			return src.Port == turnPort
+		}
+		return true
+	})
+	turnConn, err := w.nodeNet.ListenPacket("udp4", net.JoinHostPort(vnetNodeIP, "3478"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := w.startWith(t, func(c *WebRTCConfig) {
+		c.TURN = &TURNConfig{UDP: turnConn, Host: vnetNodeIP, Port: turnPort, RelayIP: node, PeerIPs: []net.IP{node}, Net: w.nodeNet}
+	})
+	sub := tn.joinRTC(t, "sub", "1", "sub", "sub", "subscriber", vnetClientAPI(t, subNet, time.Second))
+	if len(sub.joined.ICEServers) != 1 || len(sub.joined.ICEServers[0].URLs) != 1 ||
+		sub.joined.ICEServers[0].URLs[0] != "turn:192.0.2.1:3478?transport=udp" || sub.joined.ICEServers[0].Credential == "" {
+		t.Fatalf("joined.ice_servers = %+v", sub.joined.ICEServers)
+	}
+	pub := tn.joinRTC(t, "pubA", "1", "pubA", "pubA", "publisher", vnetClientAPI(t, pubNet, time.Second))
+	pub.publish(SourceCamera)
+	tag := pub.local[0].tag
+	counter := pump(t, []*rtcClient{pub}, 1, "media through TURN", func() bool { return sub.highest(tag) > 0 })
+	sendWindow([]*rtcClient{pub}, counter, 50)
+	waitFor(t, "a window through TURN", func() bool { got, _ := sub.countIn(tag, counter, counter+49); return got == 50 })
+	for _, pc := range []*webrtc.PeerConnection{pub.pub, sub.sub} {
+		pair, err := pc.SCTP().Transport().ICETransport().GetSelectedCandidatePair()
+		if err != nil || pair == nil || pair.Local.Typ != webrtc.ICECandidateTypeRelay {
+			t.Fatalf("selected pair %v (%v), want a relayed local candidate", pair, err)
+		}
+	}
+}
+
+// TestTURNRelaysOnlyToTheNode: the embedded TURN server refuses a
+// permission for any peer but the node's media address.
+func TestTURNRelaysOnlyToTheNode(t *testing.T) {
+	cfg := TURNConfig{RelayIP: net.IPv4(127, 0, 0, 1), PeerIPs: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.UDP, cfg.Host, cfg.Port = udp, "127.0.0.1", udp.LocalAddr().(*net.UDPAddr).Port
+	ts, err := startTURN(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.close()
+	creds := ts.iceServers(participantIdentity{ParticipantID: "part_a"})[0]
+	clientConn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clientConn.Close()
+	client, err := turn.NewClient(&turn.ClientConfig{
+		STUNServerAddr: udp.LocalAddr().String(), TURNServerAddr: udp.LocalAddr().String(),
+		Conn: clientConn, Username: creds.Username, Password: creds.Credential, Realm: turnRealm,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := client.Allocate()
+	if err != nil {
+		t.Fatalf("allocate with the handed-out credentials: %v", err)
+	}
+	defer relay.Close()
+	if err := client.CreatePermission(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}); err != nil {
+		t.Fatalf("permission to the node: %v", err)
+	}
+	if err := client.CreatePermission(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 9}); err == nil {
+		t.Fatal("the TURN server granted a permission to an address that is not the node")
+	}
+	// Credentials for another secret are refused.
+	other, err := startTURN(cfg2(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.close()
+	bad := other.iceServers(participantIdentity{ParticipantID: "part_a"})[0]
+	c2conn, _ := net.ListenPacket("udp4", "127.0.0.1:0")
+	defer c2conn.Close()
+	c2, err := turn.NewClient(&turn.ClientConfig{TURNServerAddr: udp.LocalAddr().String(), Conn: c2conn, Username: bad.Username, Password: bad.Credential, Realm: turnRealm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := c2.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c2.Allocate(); err == nil {
+		r.Close()
+		t.Fatal("an allocation with forged credentials succeeded")
+	}
+}
+
+// cfg2 is a TURN config on a fresh loopback port (its own secret).
+func cfg2(t *testing.T) TURNConfig {
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return TURNConfig{UDP: udp, Host: "127.0.0.1", Port: udp.LocalAddr().(*net.UDPAddr).Port, RelayIP: net.IPv4(127, 0, 0, 1), PeerIPs: []net.IP{net.IPv4(127, 0, 0, 1)}}
 }

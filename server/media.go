@@ -70,10 +70,7 @@ func startEmbeddedMedia(ln net.Listener, ephemeral bool, netOpts media.NetworkOp
 	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, WebRTC: webrtc})
 	if err != nil {
 		_ = ln.Close()
-		_ = webrtc.UDP.Close()
-		if webrtc.TCP != nil {
-			_ = webrtc.TCP.Close()
-		}
+		media.CloseWebRTC(webrtc)
 		reporter.Close()
 		return nil, err
 	}

@@ -232,8 +232,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	if mediaLn != nil {
 		_, listenPort, _ := net.SplitHostPort(cfg.MediaListen)
-		netOpts := media.NetworkOptions{NodeIP: cfg.MediaNodeIP, UDPPort: cfg.MediaUDPPort, TCPPort: cfg.MediaTCPPort}
-		if s.media, err = startEmbeddedMedia(mediaLn, listenPort == "0", netOpts, engine, keys, clk); err != nil {
+		if s.media, err = startEmbeddedMedia(mediaLn, listenPort == "0", cfg.MediaNetwork(), engine, keys, clk); err != nil {
 			_ = s.apiLn.Close()
 			_ = s.metricsLn.Close()
 			engine.Stop()

@@ -248,6 +248,7 @@ func runMedia(args []string) error {
 	var envErr error
 	udpPort := fs.Int("media-udp-port", envInt("RTCD_MEDIA_UDP_PORT", 0, &envErr), "the one UDP port every WebRTC peer uses; 0: the --listen port number (on UDP)")
 	tcpPort := fs.Int("media-tcp-port", envInt("RTCD_MEDIA_TCP_PORT", 0, &envErr), "ICE over TCP port; 0: the --listen port + 1; -1: off")
+	turnPort := fs.Int("media-turn-port", envInt("RTCD_MEDIA_TURN_PORT", 0, &envErr), "embedded TURN server port (UDP and TCP), for clients that reach neither the UDP port nor ICE over TCP; 0: off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -255,7 +256,7 @@ func runMedia(args []string) error {
 		return envErr
 	}
 	setupLogging(*logLevel)
-	netOpts := media.NetworkOptions{NodeIP: *nodeIP, UDPPort: *udpPort, TCPPort: *tcpPort}
+	netOpts := media.NetworkOptions{NodeIP: *nodeIP, UDPPort: *udpPort, TCPPort: *tcpPort, TURNPort: *turnPort}
 	if err := netOpts.Validate(); err != nil {
 		return err
 	}
@@ -281,6 +282,7 @@ func runMedia(args []string) error {
 	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter, WebRTC: webrtc})
 	if err != nil {
 		_ = ln.Close()
+		media.CloseWebRTC(webrtc)
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
