@@ -152,11 +152,12 @@ func (h *hub) join(c *conn, claims auth.MediaClaims, protocol int) {
 		}
 		// The old socket's tracks went with it (terminate closed its
 		// peer); the new socket publishes afresh.
-		if m.tracks != nil || m.speaking {
-			m.tracks, m.speaking = nil, false
+		hadMedia := m.tracks != nil || m.speaking
+		m.tracks, m.speaking = nil, false
+		h.enqueue(c, h.joinedMessage(r, m))
+		if hadMedia {
 			h.broadcastMedia(r, m)
 		}
-		h.enqueue(c, h.joinedMessage(r, m))
 		h.startMedia(c, m)
 		return
 	}

@@ -249,3 +249,25 @@ func kindOfSource(source string) webrtc.RTPCodecType {
 	}
 	return webrtc.RTPCodecTypeVideo
 }
+
+// hasRoom says whether the room has any media state (tests).
+func (r *rtc) hasRoom(roomID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.rooms[roomID]
+	return ok
+}
+
+// copiesOf counts the subscriber copies attached to the room's tracks
+// (tests).
+func (r *rtc) copiesOf(roomID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	if sr := r.rooms[roomID]; sr != nil {
+		for _, up := range sr.tracks {
+			n += len(up.downSet)
+		}
+	}
+	return n
+}
