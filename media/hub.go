@@ -239,8 +239,10 @@ func (h *hub) message(c *conn, msg clientMessage) {
 		h.enqueue(c, encode(pongMessage{Type: typePong, TS: msg.TS}))
 	case typeUpdate:
 		m.state = msg.State
+		// Tracks and speaking ride along (absent for a member without
+		// media), so a state update never reads as tracks gone.
 		h.broadcast(h.rooms[m.claims.RoomID], m, encode(participantUpdatedMessage{
-			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state}))
+			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state, Tracks: m.tracks, Speaking: m.speaking}))
 	case typeLeave:
 		h.drop(m, ReasonLeft, "", "")
 	case typePublishOffer, typeSubscribeAnswer, typeCandidate, typeTrackSubscribe, typeTrackUnsubscribe:
