@@ -81,7 +81,7 @@ func TestDefaults(t *testing.T) {
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
 		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
 		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "master-key": "",
-		"media-listen": "127.0.0.1:8081", "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
+		"media-listen": "127.0.0.1:8081", "media-node-ip": "", "media-udp-port": 0, "media-tcp-port": 0, "media-turn-port": 0, "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
 		"public-url": "", "payment-provider": "sandbox", "stripe-secret-key": "",

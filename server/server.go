@@ -410,7 +410,9 @@ func (st *startup) startEmbeddedMedia() error {
 	if st.mediaLn == nil {
 		return nil
 	}
-	node, err := startEmbeddedMedia(st.tls.wrap(st.mediaLn), st.s.engine, st.keys, st.clk)
+	// A listener asked for on port 0 gets ephemeral WebRTC ports too.
+	_, listenPort, _ := net.SplitHostPort(st.cfg.MediaListen)
+	node, err := startEmbeddedMedia(st.tls.wrap(st.mediaLn), listenPort == "0", st.cfg.MediaNetwork(), st.s.engine, st.keys, st.clk)
 	if err != nil {
 		return fmt.Errorf("media node: %w", err)
 	}
