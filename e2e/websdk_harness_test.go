@@ -27,10 +27,15 @@ import (
 // seconds on loopback; a reconnect's first attempt is within a second.
 const wsEventWait = 20 * time.Second
 
-// wsChromiumFlags give Chromium fake camera and microphone (a test pattern
-// and a beep) that need no prompt, and let media play without a gesture.
+// wsChromiumFlags give Chromium fake cameras and microphones (a test
+// pattern and a beep) that need no prompt, and let media play without a
+// gesture.
 var wsChromiumFlags = []string{
-	"use-fake-device-for-media-stream",
+	// Three fake cameras, for a device switch. Chromium's fake devices
+	// cycle through pixel formats: fake_device_1 is Y16 (depth), which
+	// plays in a <video> but which WebRTC's encoder drops, so a switch goes
+	// from fake_device_0 (I420) to fake_device_2 (MJPEG).
+	"use-fake-device-for-media-stream=device-count=3",
 	"use-fake-ui-for-media-stream",
 	"autoplay-policy=no-user-gesture-required",
 }
@@ -98,6 +103,7 @@ type wsEvent struct {
 	Participant      string         `json:"participant"`
 	ParticipantState map[string]any `json:"participantState"`
 	Tracks           []string       `json:"tracks"`
+	Muted            []string       `json:"muted"`
 	Kind             string         `json:"kind"`
 	Source           string         `json:"source"`
 	TrackID          string         `json:"trackId"`
@@ -243,4 +249,148 @@ func (e *env) adminAdjust(amount string) {
 	if res.StatusCode != 200 {
 		e.t.Fatalf("adjust %s: status %d", amount, res.StatusCode)
 	}
+}
+
+// wsLocal describes a published track as rtcdPublish and rtcdLocal return it.
+type wsLocal struct {
+	OK      bool   `json:"ok"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Value   struct {
+		Source   string `json:"source"`
+		Kind     string `json:"kind"`
+		DeviceID string `json:"deviceId"`
+		Muted    bool   `json:"muted"`
+	} `json:"value"`
+}
+
+// publish publishes source (microphone, camera, screen_share) on session.
+func (p *wsPage) publish(session, source string) wsLocal {
+	p.t.Helper()
+	var r wsLocal
+	p.Eval(fmt.Sprintf("rtcdPublish(%s, %s)", jsQuote(session), jsQuote(source)), &r)
+	return r
+}
+
+// mustPublish is publish that fails the test unless the track is published.
+func (p *wsPage) mustPublish(session, source string) wsLocal {
+	p.t.Helper()
+	r := p.publish(session, source)
+	if !r.OK {
+		p.t.Fatalf("%s: publish %s: %+v", p.name, source, r)
+	}
+	return r
+}
+
+// local calls a method of session's published track of source (mute,
+// unmute, switchDevice, unpublish) with JavaScript arguments.
+func (p *wsPage) local(session, source, method string, args ...string) wsLocal {
+	p.t.Helper()
+	var r wsLocal
+	all := append([]string{jsQuote(session), jsQuote(source), jsQuote(method)}, args...)
+	p.Eval("rtcdLocal("+strings.Join(all, ", ")+")", &r)
+	return r
+}
+
+// wsReceived is what a page receives of one remote track: the decoder's
+// counters and the video element's size.
+type wsReceived struct {
+	Kind          string  `json:"kind"`
+	Packets       int     `json:"packets"`
+	Bytes         int     `json:"bytes"`
+	FramesDecoded int     `json:"framesDecoded"`
+	AudioEnergy   float64 `json:"audioEnergy"`
+	Width         int     `json:"width"`
+	Height        int     `json:"height"`
+}
+
+// received reads what session receives of participant's source; nil while
+// it receives no such track.
+func (p *wsPage) received(session, participant, source string) *wsReceived {
+	p.t.Helper()
+	var r *wsReceived
+	p.Eval(fmt.Sprintf("rtcdReceived(%s, %s, %s)", jsQuote(session), jsQuote(participant), jsQuote(source)), &r)
+	return r
+}
+
+// waitReceiving waits until session decodes participant's source: for a
+// video, frames decoded grow and the element has a size; for audio,
+// packets grow and carry sound. It returns the last reading.
+func (p *wsPage) waitReceiving(session, participant, source string) *wsReceived {
+	p.t.Helper()
+	deadline := time.Now().Add(wsEventWait)
+	var first, last *wsReceived
+	for {
+		last = p.received(session, participant, source)
+		if last != nil && first == nil {
+			first = last
+		}
+		if last != nil && first != nil && flowing(first, last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: %s does not receive %s of %s within %v: first %+v, last %+v; events:\n%s",
+				p.name, session, source, participant, wsEventWait, first, last, wsEventList(p.events(session)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// flowing reports whether media flowed between two readings of a track.
+func flowing(a, b *wsReceived) bool {
+	if b.Kind == "video" {
+		return b.FramesDecoded > a.FramesDecoded && b.Width > 0 && b.Height > 0
+	}
+	return b.Packets > a.Packets && b.AudioEnergy > a.AudioEnergy
+}
+
+// device finds the page's device of kind (videoinput, audioinput) labelled
+// label and returns its id.
+func (p *wsPage) device(kind, label string) string {
+	p.t.Helper()
+	var ds []struct {
+		DeviceID string `json:"deviceId"`
+		Label    string `json:"label"`
+	}
+	p.Eval("rtcdDevices("+jsQuote(kind)+")", &ds)
+	for _, d := range ds {
+		if d.Label == label {
+			return d.DeviceID
+		}
+	}
+	p.t.Fatalf("%s: no %s labelled %q in %+v", p.name, kind, label, ds)
+	return ""
+}
+
+// waitStill waits until session receives nothing more of participant's
+// source: its packet count holds over wsStillFor (after a settle for what
+// was in flight). It fails the test if packets keep coming.
+func (p *wsPage) waitStill(session, participant, source string) {
+	p.t.Helper()
+	time.Sleep(wsStillSettle)
+	a := p.received(session, participant, source)
+	time.Sleep(wsStillFor)
+	b := p.received(session, participant, source)
+	if a == nil || b == nil || b.Packets != a.Packets || b.FramesDecoded != a.FramesDecoded {
+		p.t.Fatalf("%s: %s still receives %s of %s: %+v, then %+v", p.name, session, source, participant, a, b)
+	}
+}
+
+// A muted track sends nothing: wsStillFor without a packet (30 video frames
+// a second, 50 audio packets) is proof; wsStillSettle lets what was
+// already on the way arrive first.
+const (
+	wsStillSettle = 500 * time.Millisecond
+	wsStillFor    = 1500 * time.Millisecond
+)
+
+// wsNamed keeps the events named name.
+func wsNamed(evs []wsEvent, name string) []wsEvent {
+	var out []wsEvent
+	for _, ev := range evs {
+		if ev.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

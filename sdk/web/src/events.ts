@@ -19,11 +19,14 @@ export const EVENT_NAMES = Object.freeze([
 export type EventName = (typeof EVENT_NAMES)[number];
 
 /**
- * Connection quality, kept generic whatever the media engine (spec 6). The
- * SDK grades the round trip of its heartbeat pings: excellent below 150 ms,
- * good below 400 ms, poor above that or when a pong is late, lost when no
- * pong came for half the media node's heartbeat timeout, while
- * reconnecting and at the end; unknown before the first measurement.
+ * Connection quality, kept generic whatever the media engine (spec 6).
+ * With media (protocol 2) it is the media node's measure of the WebRTC
+ * path (loss, round trip, jitter: docs/media-protocol.md "Connection
+ * quality"). Presence only (media: false), the SDK grades the round trip
+ * of its heartbeat pings: excellent below 150 ms, good below 400 ms, poor
+ * above that or when a pong is late. Either way it is lost when no pong
+ * came for half the media node's heartbeat timeout, while reconnecting and
+ * at the end; unknown before the first measurement.
  */
 export type Quality = "unknown" | "excellent" | "good" | "poor" | "lost";
 
@@ -36,6 +39,8 @@ export interface TrackInfo {
   readonly id: string;
   readonly source: TrackSource;
   readonly kind: "audio" | "video";
+  /** The publisher muted it: no frames come until it unmutes. */
+  readonly muted: boolean;
 }
 
 /** Another participant in the room, as the media node shows it. */
@@ -47,6 +52,8 @@ export interface Participant {
   readonly state: Readonly<Record<string, unknown>>;
   /** What it publishes (empty when the node carries no media). */
   readonly tracks: readonly TrackInfo[];
+  /** It is the room's active speaker (media node protocol 2). */
+  readonly speaking: boolean;
 }
 
 /** Why a session ended (connection.disconnected). */
@@ -66,6 +73,8 @@ export interface RemoteTrack {
   attach(element?: HTMLMediaElement): HTMLMediaElement;
   /** Stops playing it in element (or in every element it was attached to). */
   detach(element?: HTMLMediaElement): void;
+  /** The browser's statistics of this track's receiver (inbound-rtp: packets, framesDecoded, audio level, …). */
+  getStats(): Promise<RTCStatsReport>;
 }
 
 /** The payload of each event. */

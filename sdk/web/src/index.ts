@@ -27,6 +27,7 @@ export {
   type TrackSource,
   type Unsubscribe,
 } from "./events.js";
+export { listDevices, LocalTrack, MUTED_STATE_KEY, type PublishOptions } from "./media.js";
 export { connect, createSession, CONNECT_TIMEOUT_MS, MAX_STATE_BYTES, Session, type ConnectOptions, type Features } from "./session.js";
 export { CONNECTION_STATES, TRANSITIONS, canTransition, type ConnectionState } from "./state.js";
 export { SDK_NAME, VERSION } from "./version.js";

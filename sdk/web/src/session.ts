@@ -2,7 +2,20 @@ import { connectURL } from "./address.js";
 import { backoffDelay, withDefaults, type ReconnectPolicy } from "./backoff.js";
 import { systemClock, sleep, type Clock } from "./clock.js";
 import { classifyMedia, errorFromAPI, errorFromTransport, RtcError, TIMEOUT_REASON } from "./errors.js";
-import { Emitter, type DisconnectReason, type EventMap, type EventName, type Handler, type Participant, type Quality, type TrackInfo, type TrackSource, type Unsubscribe } from "./events.js";
+import {
+  Emitter,
+  type DisconnectReason,
+  type EventMap,
+  type EventName,
+  type Handler,
+  type Participant,
+  type Quality,
+  type RemoteTrack,
+  type TrackInfo,
+  type TrackSource,
+  type Unsubscribe,
+} from "./events.js";
+import { MediaManager, MUTED_STATE_KEY, type LocalTrack, type PublishOptions } from "./media.js";
 import { dialJoin, JoinRefused, MediaSocket, CLOSE_HANDSHAKE_MS, type ServerMessage, type SocketEnd, type WireParticipant } from "./socket.js";
 import { isTerminal, StateMachine, type ConnectionState } from "./state.js";
 import { SDK_NAME, VERSION } from "./version.js";
@@ -20,8 +33,17 @@ export const MAX_STATE_BYTES = 4096;
 /** Bounds of the SDK. */
 const MAX_RESPONSE_BYTES = 1 << 20; // the connect response read into memory
 const MAX_PLATFORM_BYTES = 64; // sdk.platform (the API's bound)
-const TOKEN_REUSE_MARGIN_MS = 1000; // a media token expiring sooner is not reused for a retry
-const MEDIA_PROTOCOL = 1; // the media node protocol version this SDK speaks
+/**
+ * An unused media token is tried again (a dial that failed before its
+ * join) only this long after its exchange: its expires_at is on the
+ * server's clock, which the page's need not match (and a cross-origin page
+ * cannot read the server's Date header), and the node's token_expired
+ * leads to a new exchange anyway. The node's default lifetime is 60 s.
+ */
+const MEDIA_TOKEN_REUSE_MS = 10_000;
+/** The media node protocol versions this SDK speaks: 1 is presence only, 2 adds WebRTC media. */
+const PROTOCOL_PRESENCE = 1;
+const PROTOCOL_MEDIA = 2;
 
 /** What the participant may publish (from its role). */
 export interface Features {
@@ -46,6 +68,14 @@ export interface ConnectOptions {
   clock?: Clock;
   /** Random numbers in [0, 1) for the backoff's jitter; default Math.random. */
   random?: () => number;
+  /**
+   * Media (default true): publish and receive audio and video (media node
+   * protocol 2), which needs WebRTC (unsupported_platform without it).
+   * false: presence only (participants, states, events), no WebRTC.
+   */
+  media?: boolean;
+  /** ICE servers (an external TURN service) besides those the media node hands out. */
+  iceServers?: RTCIceServer[];
 }
 
 /** The response of POST /v1/connect (spec 2, "Connect session"). */
@@ -99,6 +129,10 @@ export class Session {
   readonly #fetch: typeof fetch | undefined;
   readonly #WS: typeof WebSocket | undefined;
   readonly #platform: string;
+  readonly #wantMedia: boolean;
+  readonly #iceServers: RTCIceServer[];
+  readonly #media: MediaManager;
+  #protocol = PROTOCOL_PRESENCE; // of the current connection
   /** Aborted by leave() and the final states: stops reconnects and attempts. */
   readonly #life = new AbortController();
   readonly #terminated: Promise<void>;
@@ -114,10 +148,11 @@ export class Session {
   #features: Features = { audio: false, video: false, screenShare: false };
   #endpoint = "";
   #mediaToken: string | undefined;
-  #mediaExpiresAt = 0;
+  #mediaReuseUntil = 0; // on the session's clock: see MEDIA_TOKEN_REUSE_MS
   #tokenUsed = false; // a join succeeded with #mediaToken: its session is spent once the socket drops
   #participants = new Map<string, Participant>();
   #localState: string | undefined;
+  #stateSent = false; // a state was sent once: later changes (unmute) must be sent too
   #quality: Quality = "unknown";
   #lastPingAt = 0;
   #pongPending = false;
@@ -135,6 +170,16 @@ export class Session {
     this.#fetch = options.fetch ?? (typeof fetch === "function" ? fetch.bind(globalThis) : undefined);
     this.#WS = options.WebSocket ?? (typeof WebSocket === "function" ? WebSocket : undefined);
     this.#platform = truncateBytes(options.platform ?? defaultPlatform(), MAX_PLATFORM_BYTES);
+    this.#wantMedia = options.media ?? true;
+    this.#iceServers = [...(options.iceServers ?? [])];
+    this.#media = new MediaManager({
+      emit: (name, event) => {
+        if (!isTerminal(this.#sm.state)) this.#events.emit(name, event);
+      },
+      trackInfo: (participantId, trackId) => this.#participants.get(participantId)?.tracks.find((t) => t.id === trackId),
+      mutedChanged: () => this.#sendState(),
+      mayPublish: (source) => (source === "microphone" ? this.#features.audio : source === "camera" ? this.#features.video : this.#features.screenShare),
+    });
     this.#terminated = new Promise((r) => (this.#resolveTerminated = r));
   }
 
@@ -171,6 +216,15 @@ export class Session {
   get participants(): Participant[] {
     return [...this.#participants.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
+  /** The tracks this participant publishes. */
+  get localTracks(): LocalTrack[] {
+    return this.#media.localTracks;
+  }
+  /** The other participants' tracks this session receives. */
+  get remoteTracks(): RemoteTrack[] {
+    return this.#media.remoteTracks;
+  }
+
   /** Why the session ended: undefined while it runs and after leave(). */
   get error(): RtcError | undefined {
     return this.#error;
@@ -202,6 +256,9 @@ export class Session {
       if (!this.#fetch || !this.#WS) {
         throw new RtcError("unsupported_platform", "this browser lacks fetch or WebSocket", {});
       }
+      if (this.#wantMedia && !MediaManager.supported()) {
+        throw new RtcError("unsupported_platform", "this browser has no WebRTC (connect with media: false for presence only)", {});
+      }
       this.#connectURL = connectURL(this.#origin);
       const socket = await this.#attempt(signal);
       this.#adopt(socket, false, 0);
@@ -230,15 +287,66 @@ export class Session {
     if (raw === undefined || !raw.startsWith("{")) {
       throw new RtcError("invalid_request", "the state must be a JSON object", {});
     }
-    if (new TextEncoder().encode(raw).length > MAX_STATE_BYTES) {
+    if (MUTED_STATE_KEY in state) {
+      throw new RtcError("invalid_request", `the state key ${MUTED_STATE_KEY} is the SDK's (which tracks are muted)`, {});
+    }
+    if (new TextEncoder().encode(this.#withMedia(raw)).length > MAX_STATE_BYTES) {
       throw new RtcError("invalid_request", `the state is larger than ${MAX_STATE_BYTES} bytes`, {});
     }
     if (isTerminal(this.#sm.state) || this.#closing || this.#sm.state === "idle") {
       throw new RtcError("invalid_request", "the session is not running", { state: this.#sm.state });
     }
     this.#localState = raw;
-    // While reconnecting it is sent once connected again.
-    this.#socket?.send({ type: "update", state: JSON.parse(raw) as unknown });
+    this.#sendState();
+  }
+
+  /**
+   * publish captures and publishes the microphone, the camera or the
+   * screen (source microphone, camera or screen_share), or options.track.
+   * It resolves once the track is offered to the media node; the others
+   * then get track.subscribed. Published tracks survive reconnects (they
+   * are published again on the new connection) until unpublish() or the
+   * session's end, which stops the captures. Rejects with
+   * media_permission_denied, device_not_found, device_in_use,
+   * unsupported_platform, or permission_denied when the participant's role
+   * may not publish the source (features).
+   */
+  async publish(source: TrackSource, options: PublishOptions = {}): Promise<LocalTrack> {
+    const st = this.#sm.state;
+    if (st !== "connected" && st !== "reconnecting") {
+      throw new RtcError("invalid_request", "publish needs a connected session", { state: st });
+    }
+    if (!this.#wantMedia) throw new RtcError("invalid_request", "this session was connected with media: false", {});
+    return this.#media.publish(source, options);
+  }
+
+  /** unpublish stops publishing source (and its capture), if it is published. */
+  async unpublish(source: TrackSource): Promise<void> {
+    const t = this.#media.localTracks.find((l) => l.source === source);
+    if (t) await this.#media.unpublish(t);
+  }
+
+  /** subscribe and unsubscribe start and stop receiving one remote track (every track is received by default). */
+  subscribe(trackId: string): void {
+    this.#media.subscribe(trackId);
+  }
+  unsubscribe(trackId: string): void {
+    this.#media.unsubscribe(trackId);
+  }
+
+  /** withMedia adds the SDK's key (the muted sources) to the application's state. */
+  #withMedia(raw: string | undefined): string {
+    const muted = this.#media.mutedSources;
+    if (muted.length === 0) return raw ?? "{}";
+    const o = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+    return JSON.stringify({ ...o, [MUTED_STATE_KEY]: muted });
+  }
+
+  /** sendState sends the participant's state (the application's and the SDK's); while reconnecting it is sent once connected again. */
+  #sendState(): void {
+    if (this.#localState === undefined && this.#media.mutedSources.length === 0 && !this.#stateSent) return;
+    this.#stateSent = true;
+    this.#socket?.send({ type: "update", state: JSON.parse(this.#withMedia(this.#localState)) as unknown });
   }
 
   /**
@@ -314,12 +422,13 @@ export class Session {
     let last: RtcError | undefined;
     for (let attempt = 0; attempt < 3; attempt++) {
       if (signal.aborted) throw this.#abortError(signal, timedOut(), false);
-      const need = this.#mediaToken === undefined || this.#tokenUsed || this.#clock.now() >= this.#mediaExpiresAt - TOKEN_REUSE_MARGIN_MS;
+      const need = this.#mediaToken === undefined || this.#tokenUsed || this.#clock.now() >= this.#mediaReuseUntil;
       if (need) {
         await this.#exchange(signal, timedOut);
       }
       try {
-        const sock = await dialJoin(this.#WS as typeof WebSocket, this.#endpoint, this.#mediaToken as string, MEDIA_PROTOCOL, signal, () => this.#clock.now());
+        const protocol = this.#wantMedia ? PROTOCOL_MEDIA : PROTOCOL_PRESENCE;
+        const sock = await dialJoin(this.#WS as typeof WebSocket, this.#endpoint, this.#mediaToken as string, protocol, signal, () => this.#clock.now());
         this.#tokenUsed = true;
         return sock;
       } catch (err) {
@@ -383,8 +492,7 @@ export class Session {
     this.#features = { audio: !!cs.features?.audio, video: !!cs.features?.video, screenShare: !!cs.features?.screen_share };
     this.#endpoint = cs.endpoint;
     this.#mediaToken = cs.media_token;
-    const exp = Date.parse(cs.expires_at);
-    this.#mediaExpiresAt = Number.isNaN(exp) ? this.#clock.now() + 60_000 : exp;
+    this.#mediaReuseUntil = this.#clock.now() + MEDIA_TOKEN_REUSE_MS;
     this.#tokenUsed = false;
   }
 
@@ -395,8 +503,8 @@ export class Session {
    * reconnect.
    */
   #adopt(sock: MediaSocket, reconnected: boolean, attempt: number): void {
-    if (this.#localState !== undefined) sock.send({ type: "update", state: JSON.parse(this.#localState) as unknown });
     this.#socket = sock;
+    if (this.#stateSent || this.#localState !== undefined) this.#sendState();
     const j = sock.joined;
     this.#sessionId = j.session_id ?? this.#sessionId;
     this.#roomId = j.room_id ?? this.#roomId;
@@ -404,6 +512,7 @@ export class Session {
     this.#role = j.role ?? "";
     this.#pongPending = false;
     this.#lastPingAt = 0;
+    this.#protocol = j.protocol === PROTOCOL_MEDIA ? PROTOCOL_MEDIA : PROTOCOL_PRESENCE;
     this.#move("connected");
     if (reconnected) this.#events.emit("connection.reconnected", { attempt });
     const seen = new Set<string>();
@@ -421,12 +530,23 @@ export class Session {
         this.#events.emit("participant.left", { participant: p, reason: "unknown" });
       }
     }
+    if (this.#protocol === PROTOCOL_MEDIA) {
+      this.#media.attach(sock, [...(j.ice_servers ?? []), ...this.#iceServers]);
+      this.#media.participantsChanged();
+    }
     sock.listen((m) => this.#onMessage(m));
     this.#startHeartbeat(sock);
   }
 
   #onMessage(m: ServerMessage): void {
+    if (this.#protocol === PROTOCOL_MEDIA && this.#media.handle(m)) return;
     switch (m.type) {
+      case "connection.quality":
+        // With media, quality is the node's measure of the media path.
+        if (m.quality === "excellent" || m.quality === "good" || m.quality === "poor" || m.quality === "lost" || m.quality === "unknown") {
+          this.#setQuality(m.quality);
+        }
+        break;
       case "pong":
         this.#pong(m.ts);
         break;
@@ -435,19 +555,27 @@ export class Session {
           const p = toParticipant(m.participant);
           this.#participants.set(p.id, p);
           this.#events.emit("participant.joined", { participant: p });
+          this.#media.participantsChanged();
         }
         break;
       case "participant.updated": {
         const id = m.participant_id ?? "";
+        // The node also tells a publisher its own tracks (it accepted them):
+        // this participant is not one of the others.
+        if (id === this.#participantId) break;
         const old = this.#participants.get(id);
+        // The node sends tracks and speaking with every update of a
+        // version 2 socket; a version 1 socket keeps what it knew.
         const p = toParticipant({
           participant_id: id,
           role: old?.role ?? "",
           state: m.state,
-          ...(m.tracks ? { tracks: m.tracks } : old ? { tracks: old.tracks.map((t) => ({ track_id: t.id, source: t.source, kind: t.kind })) } : {}),
+          tracks: m.tracks ?? (this.#protocol === PROTOCOL_MEDIA ? [] : (old?.tracks.map((t) => ({ track_id: t.id, source: t.source, kind: t.kind })) ?? [])),
+          speaking: m.speaking ?? false,
         });
         this.#participants.set(id, p);
         this.#events.emit("participant.updated", { participant: p });
+        this.#media.participantsChanged();
         break;
       }
       case "participant.left": {
@@ -478,7 +606,7 @@ export class Session {
       if (this.#pongPending) {
         const since = now - this.#lastPingAt;
         if (since >= timeout / 2) this.#setQuality("lost");
-        else if (since >= interval) this.#setQuality("poor");
+        else if (since >= interval && this.#protocol !== PROTOCOL_MEDIA) this.#setQuality("poor");
       } else {
         this.#lastPingAt = now;
       }
@@ -493,6 +621,7 @@ export class Session {
     const pending = this.#pongPending;
     this.#pongPending = false;
     if (!pending || ts !== this.#lastPingAt) return; // not the answer to the outstanding ping
+    if (this.#protocol === PROTOCOL_MEDIA) return; // with media, the node grades quality
     const rtt = Math.max(0, this.#clock.now() - this.#lastPingAt);
     this.#setQuality(rtt < 150 ? "excellent" : rtt < 400 ? "good" : "poor", rtt);
   }
@@ -513,6 +642,8 @@ export class Session {
       const end = await sock.ended;
       this.#clock.clearTimeout(this.#heartbeat);
       this.#socket = undefined;
+      // The remote tracks end with the socket (a reconnect receives them anew).
+      this.#media.detach(this.#closing ? "left" : "disconnected");
       if (this.#closing) {
         this.#terminate("disconnected", "left", undefined, true);
         return;
@@ -598,6 +729,7 @@ export class Session {
       const r: DisconnectReason = to === "failed" ? "failed" : reason;
       this.#events.emit("connection.disconnected", error ? { reason: r, error } : { reason: r });
     }
+    this.#media.close(reason === "left" ? "left" : "disconnected");
     this.#events.close();
     this.#clock.clearTimeout(this.#heartbeat);
     if (this.#onPageHide) globalThis.removeEventListener?.("pagehide", this.#onPageHide);
@@ -669,19 +801,22 @@ function abandon(sock: MediaSocket): void {
   sock.close("abandoned");
 }
 
+/** toParticipant reads a participant view: the SDK's key of the state (muted sources) goes into its tracks, the rest is the application's state. */
 function toParticipant(w: WireParticipant): Participant {
-  const state = w.state && typeof w.state === "object" && !Array.isArray(w.state) ? (w.state as Record<string, unknown>) : {};
+  const raw = w.state && typeof w.state === "object" && !Array.isArray(w.state) ? (w.state as Record<string, unknown>) : {};
+  const { [MUTED_STATE_KEY]: mutedRaw, ...state } = raw;
+  const muted = Array.isArray(mutedRaw) ? mutedRaw.filter((v): v is string => typeof v === "string") : [];
   const tracks: TrackInfo[] = [];
   for (const t of w.tracks ?? []) {
     if (t && typeof t.track_id === "string" && (t.kind === "audio" || t.kind === "video")) {
-      tracks.push(Object.freeze({ id: t.track_id, source: t.source as TrackSource, kind: t.kind }));
+      tracks.push(Object.freeze({ id: t.track_id, source: t.source as TrackSource, kind: t.kind, muted: muted.includes(t.source) }));
     }
   }
-  return Object.freeze({ id: w.participant_id, role: w.role ?? "", state: Object.freeze({ ...state }), tracks: Object.freeze(tracks) });
+  return Object.freeze({ id: w.participant_id, role: w.role ?? "", state: Object.freeze(state), tracks: Object.freeze(tracks), speaking: !!w.speaking });
 }
 
 function sameParticipant(a: Participant, b: Participant): boolean {
-  return a.role === b.role && JSON.stringify(a.state) === JSON.stringify(b.state) && JSON.stringify(a.tracks) === JSON.stringify(b.tracks);
+  return a.role === b.role && a.speaking === b.speaking && JSON.stringify(a.state) === JSON.stringify(b.state) && JSON.stringify(a.tracks) === JSON.stringify(b.tracks);
 }
 
 /** readBounded reads a response body as text, refusing more than max bytes. */

@@ -17,6 +17,8 @@ export interface ServerMessage {
   participant?: WireParticipant;
   state?: unknown;
   tracks?: WireTrack[];
+  speaking?: boolean;
+  quality?: string;
   reason?: string;
   code?: string;
   message?: string;
@@ -34,6 +36,7 @@ export interface WireParticipant {
   role?: string;
   state?: unknown;
   tracks?: WireTrack[];
+  speaking?: boolean;
 }
 
 export interface WireTrack {

@@ -43,7 +43,7 @@ test("on() returns an unsubscribe; handlers run in order, after the emitting cod
   const saved = g.reportError;
   g.reportError = (e) => reported.push(e);
   try {
-    const p = (id: string) => ({ participant: { id, role: "publisher", state: {}, tracks: [] } });
+    const p = (id: string) => ({ participant: { id, role: "publisher", state: {}, tracks: [], speaking: false } });
     em.emit("participant.joined", p("1"));
     assert.deepEqual(seen, [], "handlers never run inside emit");
     await Promise.resolve();
