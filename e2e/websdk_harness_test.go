@@ -9,6 +9,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -393,4 +394,78 @@ func wsNamed(evs []wsEvent, name string) []wsEvent {
 		}
 	}
 	return out
+}
+
+// wsCutProxy is a TCP proxy in front of the media node's WebSocket
+// (rtcd's --media-url points at it): a test cuts a page's media socket
+// with it, as a network failure would, while the server runs on. Media
+// itself (WebRTC over UDP) goes to the node directly.
+type wsCutProxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	target string
+	conns  [][2]net.Conn // in the order they were accepted
+}
+
+// wsStartCutProxy listens on a loopback port; SetTarget says where to.
+func wsStartCutProxy(t *testing.T) *wsCutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &wsCutProxy{ln: ln}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			_ = c[0].Close()
+			_ = c[1].Close()
+		}
+	})
+	return p
+}
+
+func (p *wsCutProxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *wsCutProxy) SetTarget(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = addr
+}
+
+func (p *wsCutProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, [2]net.Conn{in, out})
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+// Cut closes the i-th connection the proxy accepted (from 0), both ways.
+func (p *wsCutProxy) Cut(t *testing.T, i int) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i >= len(p.conns) {
+		t.Fatalf("the proxy carried %d connections, not %d", len(p.conns), i+1)
+	}
+	_ = p.conns[i][0].Close()
+	_ = p.conns[i][1].Close()
 }

@@ -108,3 +108,94 @@ func TestWebSDKBrowserMediaCall(t *testing.T) {
 	}
 	ann.Visit("bob-left")
 }
+
+// wsCall joins ann and bob to a new room of e with camera and microphone
+// and waits until each decodes the other's video and receives its audio.
+func wsCall(t *testing.T, e *env, b *browsertest.Browser, page string) (ann, bob *wsPage, annID, bobID string) {
+	t.Helper()
+	room := e.createRoom(nil)
+	annID, annToken := e.createParticipant(room, nil)
+	bobID, bobToken := e.createParticipant(room, nil)
+	ann = wsOpen(t, b, page, "ann")
+	bob = wsOpen(t, b, page, "bob")
+	ann.mustJoin("s", e.Base, annToken)
+	bob.mustJoin("s", e.Base, bobToken)
+	for _, p := range []*wsPage{ann, bob} {
+		p.mustPublish("s", "camera")
+		p.mustPublish("s", "microphone")
+	}
+	ann.waitReceiving("s", bobID, "camera")
+	ann.waitReceiving("s", bobID, "microphone")
+	bob.waitReceiving("s", annID, "camera")
+	bob.waitReceiving("s", annID, "microphone")
+	return ann, bob, annID, bobID
+}
+
+// Ann's media socket is cut (a network failure; the server runs on): her
+// page goes connected, reconnecting, connected, her tracks are published
+// again, and each page decodes the other's media again. Bob sees her leave
+// (disconnected) and come back with new tracks.
+func TestWebSDKBrowserMediaReconnectAfterCut(t *testing.T) {
+	proxy := wsStartCutProxy(t)
+	e := start(t, "--media-url", "ws://"+proxy.Addr()+"/rtc")
+	proxy.SetTarget(e.srv.MediaAddr())
+	page := wsServePages(t)
+	b := browsertest.Start(t, browsertest.Options{ExtraFlags: wsChromiumFlags})
+	ann, bob, annID, bobID := wsCall(t, e, b, page)
+	annCamera := bob.waitEvent("s", "track.subscribed", func(ev wsEvent) bool { return ev.Participant == annID && ev.Source == "camera" })
+
+	proxy.Cut(t, 0) // ann joined first
+	ann.waitEvent("s", "connection.reconnected", nil)
+	if got := ann.states("s"); !slices.Equal(got, []string{"connecting", "connected", "reconnecting", "connected"}) {
+		t.Fatalf("ann's states %v", got)
+	}
+	rec := ann.waitEvent("s", "connection.reconnecting", nil)
+	if rec.Attempt != 1 || rec.Code != "connection_lost" {
+		t.Errorf("connection.reconnecting %v, want attempt 1 after connection_lost", rec)
+	}
+	for _, source := range []string{"camera", "microphone"} {
+		ann.waitEvent("s", "track.unsubscribed", func(ev wsEvent) bool {
+			return ev.Participant == bobID && ev.Source == source && ev.Reason == "disconnected"
+		})
+	}
+	bob.waitEvent("s", "participant.left", func(ev wsEvent) bool { return ev.Participant == annID && ev.Reason == "disconnected" })
+	bob.waitEvent("s", "track.unsubscribed", func(ev wsEvent) bool { return ev.TrackID == annCamera.TrackID && ev.Reason == "unpublished" })
+	bob.waitEvent("s", "track.subscribed", func(ev wsEvent) bool {
+		return ev.Participant == annID && ev.Source == "camera" && ev.TrackID != annCamera.TrackID
+	})
+	for _, source := range []string{"camera", "microphone"} {
+		ann.waitReceiving("s", bobID, source)
+		bob.waitReceiving("s", annID, source)
+	}
+	ann.Visit("reconnected")
+	bob.Visit("ann-is-back")
+}
+
+// rtcd restarts (a deploy) on the same addresses: the node tells both
+// pages node_shutdown, they reconnect once the API answers again, publish
+// their tracks again, and each decodes the other's media again.
+func TestWebSDKBrowserMediaReconnectAfterRestart(t *testing.T) {
+	e := start(t)
+	page := wsServePages(t)
+	b := browsertest.Start(t, browsertest.Options{ExtraFlags: wsChromiumFlags})
+	ann, bob, annID, bobID := wsCall(t, e, b, page)
+	for _, p := range []*wsPage{ann, bob} {
+		p.AllowFailed(e.Base + "/v1/connect") // refused while rtcd is down
+	}
+	e.rsRestart(t, "--listen", e.srv.APIAddr(), "--media-listen", e.srv.MediaAddr())
+	for _, p := range []*wsPage{ann, bob} {
+		p.waitEvent("s", "connection.reconnected", nil)
+		rec := p.waitEvent("s", "connection.reconnecting", nil)
+		if rec.Attempt != 1 || rec.Code != "service_unavailable" {
+			t.Errorf("%s: connection.reconnecting %v, want attempt 1 after node_shutdown (service_unavailable)", p.name, rec)
+		}
+		if got := p.states("s"); !slices.Equal(got, []string{"connecting", "connected", "reconnecting", "connected"}) {
+			t.Errorf("%s's states %v", p.name, got)
+		}
+	}
+	for _, source := range []string{"camera", "microphone"} {
+		ann.waitReceiving("s", bobID, source)
+		bob.waitReceiving("s", annID, source)
+	}
+	ann.Visit("after-restart")
+}

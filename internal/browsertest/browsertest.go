@@ -185,6 +185,11 @@ type Page struct {
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	allowed []allowance
+	// mayFail are URL fragments whose requests may fail at the network
+	// level (AllowFailed); failing holds the ids of requests to them that
+	// are under way, so a failure is forgiven by its request's URL.
+	mayFail []string
+	failing map[network.RequestID]bool
 	errs    []string
 }
 
@@ -238,6 +243,47 @@ func (p *Page) Allow(status int, path string) {
 	p.allowed = append(p.allowed, allowance{status, path})
 }
 
+// AllowFailed declares that requests to URLs containing path may fail at
+// the network level (no HTTP answer: connection refused while the test
+// restarts the server it calls, a request the page abandons).
+func (p *Page) AllowFailed(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mayFail = append(p.mayFail, path)
+}
+
+// noteRequest remembers a request that AllowFailed covers.
+func (p *Page) noteRequest(id network.RequestID, url string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, path := range p.mayFail {
+		if strings.Contains(url, path) {
+			if p.failing == nil {
+				p.failing = map[network.RequestID]bool{}
+			}
+			p.failing[id] = true
+			return
+		}
+	}
+}
+
+// mayHaveFailed reports whether a failed request was covered by
+// AllowFailed, and forgets it (a request ends once).
+func (p *Page) mayHaveFailed(id network.RequestID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok := p.failing[id]
+	delete(p.failing, id)
+	return ok
+}
+
+// requestDone forgets a request that ended with an answer.
+func (p *Page) requestDone(id network.RequestID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.failing, id)
+}
+
 func (p *Page) problem(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -275,12 +321,18 @@ func (p *Page) onEvent(ev any) {
 		if e.Entry.Level == log.EntryLevelError && e.Entry.Source != log.EntrySourceNetwork {
 			p.problem("%s log: %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
 		}
+	case *network.EventRequestWillBeSent:
+		if e.Request != nil {
+			p.noteRequest(e.RequestID, e.Request.URL)
+		}
 	case *network.EventResponseReceived:
 		if r := e.Response; r != nil && r.Status >= 400 && !p.isAllowed(int(r.Status), r.URL) {
 			p.problem("HTTP %d for %s", r.Status, r.URL)
 		}
+	case *network.EventLoadingFinished:
+		p.requestDone(e.RequestID)
 	case *network.EventLoadingFailed:
-		if !e.Canceled {
+		if !e.Canceled && !p.mayHaveFailed(e.RequestID) {
 			p.problem("request failed: %s %s %v", e.Type, e.ErrorText, e.BlockedReason)
 		}
 	}
