@@ -254,9 +254,10 @@ func (e *env) adminAdjust(amount string) {
 
 // wsLocal describes a published track as rtcdPublish and rtcdLocal return it.
 type wsLocal struct {
-	OK      bool   `json:"ok"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	OK      bool           `json:"ok"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Debug   map[string]any `json:"debug"`
 	Value   struct {
 		Source   string `json:"source"`
 		Kind     string `json:"kind"`
@@ -468,4 +469,27 @@ func (p *wsCutProxy) Cut(t *testing.T, i int) {
 	}
 	_ = p.conns[i][0].Close()
 	_ = p.conns[i][1].Close()
+}
+
+// startJoin begins a join that may take longer than one Eval (the connect
+// deadline); waitJoin waits for its result.
+func (p *wsPage) startJoin(session, api, token string) {
+	p.t.Helper()
+	p.Eval(fmt.Sprintf("rtcdStart(%s, %s, %s)", jsQuote(session), jsQuote(api), jsQuote(token)), nil)
+}
+
+func (p *wsPage) waitJoin(session string, within time.Duration) wsResult {
+	p.t.Helper()
+	p.WaitTrue("the join of "+session+" to end", "window.rtcdResults["+jsQuote(session)+"] != null", within)
+	var r wsResult
+	p.Eval("window.rtcdResults["+jsQuote(session)+"]", &r)
+	return r
+}
+
+// publishWith is publish with PublishOptions (a JavaScript object).
+func (p *wsPage) publishWith(session, source, options string) wsLocal {
+	p.t.Helper()
+	var r wsLocal
+	p.Eval(fmt.Sprintf("rtcdPublish(%s, %s, %s)", jsQuote(session), jsQuote(source), options), &r)
+	return r
 }

@@ -52,11 +52,24 @@ type Browser struct {
 	alloc  context.Context
 	root   context.Context
 	cancel context.CancelFunc
-	shots  string // directory of this test's screenshots
+	shots  *shotDir // this test's screenshots
 	axeJS  string
-	mu     sync.Mutex
-	seq    int // screenshots taken, for their order in file names
 }
+
+// shotDir is one test's screenshot directory, shared by the browsers the
+// test starts (a second browser with other flags must not empty the
+// directory again, nor number its files from 1 again).
+type shotDir struct {
+	path string
+	mu   sync.Mutex
+	seq  int // screenshots taken, for their order in file names
+}
+
+// shotDirs are the screenshot directories of the tests running, by test.
+var shotDirs = struct {
+	mu sync.Mutex
+	m  map[testing.TB]*shotDir
+}{m: map[testing.TB]*shotDir{}}
 
 // Options configure a Browser.
 type Options struct {
@@ -128,13 +141,19 @@ func Start(t testing.TB, opts Options) *Browser {
 }
 
 // ScreenshotDir is where this test's screenshots go.
-func (b *Browser) ScreenshotDir() string { return b.shots }
+func (b *Browser) ScreenshotDir() string { return b.shots.path }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // screenshotDir is $RTCD_SCREENSHOT_DIR (default .cache/screenshots under
-// the module root) / the test's name, emptied first.
-func screenshotDir(t testing.TB, root string) string {
+// the module root) / the test's name, emptied when the test's first
+// browser starts.
+func screenshotDir(t testing.TB, root string) *shotDir {
+	shotDirs.mu.Lock()
+	defer shotDirs.mu.Unlock()
+	if d := shotDirs.m[t]; d != nil {
+		return d
+	}
 	base := os.Getenv("RTCD_SCREENSHOT_DIR")
 	if base == "" {
 		base = filepath.Join(root, ".cache", "screenshots")
@@ -144,7 +163,14 @@ func screenshotDir(t testing.TB, root string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("screenshot dir: %v", err)
 	}
-	return dir
+	d := &shotDir{path: dir}
+	shotDirs.m[t] = d
+	t.Cleanup(func() {
+		shotDirs.mu.Lock()
+		defer shotDirs.mu.Unlock()
+		delete(shotDirs.m, t)
+	})
+	return d
 }
 
 // ModuleRoot walks up from the working directory to the module's go.mod
@@ -677,10 +703,11 @@ func (p *Page) Storage() map[string]string {
 // sideways).
 func (p *Page) Visit(name string) {
 	p.t.Helper()
-	p.b.mu.Lock()
-	p.b.seq++
-	n := p.b.seq
-	p.b.mu.Unlock()
+	shots := p.b.shots
+	shots.mu.Lock()
+	shots.seq++
+	n := shots.seq
+	shots.mu.Unlock()
 	for _, w := range []int64{PhoneWidth, DesktopWidth} {
 		p.run("set the viewport", chromedp.EmulateViewport(w, viewHeight))
 		// Two animation frames: the layout at the new width is drawn.
@@ -691,7 +718,7 @@ func (p *Page) Visit(name string) {
 		if err != nil {
 			p.t.Fatalf("%s: screenshot %s: %v", p.name, name, err)
 		}
-		file := filepath.Join(p.b.shots, fmt.Sprintf("%02d-%s-%s-%d.png", n, unsafeName.ReplaceAllString(p.name, "_"), unsafeName.ReplaceAllString(name, "_"), w))
+		file := filepath.Join(shots.path, fmt.Sprintf("%02d-%s-%s-%d.png", n, unsafeName.ReplaceAllString(p.name, "_"), unsafeName.ReplaceAllString(name, "_"), w))
 		if err := os.WriteFile(file, png, 0o644); err != nil {
 			p.t.Fatalf("writing %s: %v", file, err)
 		}

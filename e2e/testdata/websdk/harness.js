@@ -129,6 +129,7 @@ window.rtcdPublish = async (name, source, options = {}) => {
     }
     return { ok: true, value: { source: t.source, kind: t.kind, deviceId: t.deviceId, muted: t.muted } };
   } catch (e) {
+    document.getElementById("status").textContent = `${name}: publish ${source}: ${e.code}`;
     return errorView(e);
   }
 };
