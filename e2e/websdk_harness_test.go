@@ -48,8 +48,9 @@ var wsBundle struct {
 	err  error
 }
 
-// wsServePages serves the harness page and the SDK bundle on a loopback
-// port of their own and returns the page's address.
+// wsServePages serves the harness page, the SDK's example page
+// (examples/) and the SDK bundle on a loopback port of their own and
+// returns the harness page's address.
 func wsServePages(t *testing.T) string {
 	t.Helper()
 	root := browsertest.ModuleRoot(t)
@@ -76,6 +77,14 @@ func wsServePages(t *testing.T) string {
 		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js"))
 	})
 	mux.HandleFunc("/rtcd-web.js.map", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js.map"))
+	})
+	// The SDK's example page (sdk/web/examples), as its serve.mjs serves it.
+	mux.Handle("/examples/", http.StripPrefix("/examples/", http.FileServer(http.Dir(filepath.Join(root, "sdk", "web", "examples")))))
+	mux.HandleFunc("/dist-bundle/rtcd-web.js", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js"))
+	})
+	mux.HandleFunc("/dist-bundle/rtcd-web.js.map", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFile(w, r, filepath.Join(wsBundle.dir, "rtcd-web.js.map"))
 	})
 	mux.Handle("/", http.FileServer(http.Dir(pages)))
