@@ -68,6 +68,9 @@ type Server struct {
 	// the API ("" when it is the API's own): the one origin the session
 	// routes answer CORS for (AllowDashboardOrigin).
 	dashboardOrigin string
+	// callCSP is the Content-Security-Policy of the dashboard's call page
+	// (SetMediaEndpoint; "" until set: the dashboard's own).
+	callCSP string
 }
 
 // SystemInfo is the body of GET /v1/system/info.

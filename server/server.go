@@ -359,6 +359,7 @@ func (st *startup) buildAPIServer() error {
 	apiSrv := api.New(st.s.engine, st.m, Version, st.cfg.TrustForwardedFor, st.pay)
 	apiSrv.SetGoogle(st.google)
 	apiSrv.AllowDashboardOrigin(st.origin, st.cfg.APIOrigin(st.s.apiLn.Addr().String()))
+	apiSrv.SetMediaEndpoint(st.mediaURL)
 	st.s.api = apiSrv.NewFastHTTPServer()
 	return nil
 }
