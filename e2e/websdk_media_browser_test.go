@@ -15,7 +15,8 @@ import (
 // size) and receives its audio. A muted camera or microphone sends
 // nothing and the other page sees it muted; unmuted, it flows again. A
 // switch to the other camera keeps the same track flowing. When one
-// leaves, the other sees participant.left and track.unsubscribed.
+// leaves, the other sees participant.left and track.unsubscribed. A screen
+// share arrives as a third track and goes when unpublished.
 func TestWebSDKBrowserMediaCall(t *testing.T) {
 	e := start(t)
 	page := wsServePages(t)
@@ -92,6 +93,22 @@ func TestWebSDKBrowserMediaCall(t *testing.T) {
 	if n := len(wsNamed(ann.events("s"), "track.subscribed")); n != subscribed {
 		t.Errorf("the switch made %d new track.subscribed at ann's", n-subscribed)
 	}
+
+	// Ann shares her screen (Chromium's fake display), then stops: bob
+	// receives it as a third track, then sees it go.
+	if r := ann.mustPublish("s", "screen_share"); r.Value.Kind != "video" {
+		t.Fatalf("screen_share published as %+v", r.Value)
+	}
+	bob.waitEvent("s", "track.subscribed", func(ev wsEvent) bool { return ev.Participant == annID && ev.Source == "screen_share" })
+	bob.waitReceiving("s", annID, "screen_share")
+	bob.Visit("ann-shares-her-screen")
+	if r := ann.local("s", "screen_share", "unpublish"); !r.OK {
+		t.Fatalf("unpublish screen_share: %+v", r)
+	}
+	bob.waitEvent("s", "track.unsubscribed", func(ev wsEvent) bool {
+		return ev.Participant == annID && ev.Source == "screen_share" && ev.Reason == "unpublished"
+	})
+	bob.waitReceiving("s", annID, "camera") // the rest flows on
 
 	// Bob leaves: ann sees him go, and his tracks with him.
 	if r := bob.call("s", "leave"); !r.OK {
