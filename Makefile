@@ -74,8 +74,13 @@ vet:
 # runs the connect scenario against it and the baseline, and stops it.
 LOADTEST_ARGS ?= -local -scenario connect -duration 10s -concurrency 64 -with-baseline
 
-.PHONY: loadtest
+.PHONY: loadtest loadtest-media-smoke
 
 ## loadtest: run the load test suite (go run ./loadtest $(LOADTEST_ARGS)); see loadtest/README.md
 loadtest:
 	$(GO) run ./loadtest $(LOADTEST_ARGS)
+
+## loadtest-media-smoke: a short media scenario (WebRTC through the built binary's media node and the plain
+## pion forwarder, about 30 s) so the scenario keeps working; its figures mean nothing on a CI machine
+loadtest-media-smoke:
+	$(GO) run ./loadtest -local -scenario media -duration 3s -media-rooms 1 -media-publishers 2 -media-subscribers 2 -quiet

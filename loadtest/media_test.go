@@ -93,6 +93,18 @@ func TestMediaFigures(t *testing.T) {
 	if notes := mediaNotes("rtcd", f); len(notes) != 1 || !strings.Contains(notes[0], "CPU time is unknown") {
 		t.Fatalf("notes %q", notes)
 	}
+	if f.Saturated {
+		t.Fatal("a window without loss is saturated")
+	}
+	// Loss above 1 %, or a sender that skipped ticks: saturated.
+	b.packets = a.packets + 19700 // 1.5 % lost
+	if f = s.figures(a, b); !f.Saturated || !strings.Contains(mediaNotes("rtcd", f)[0], "saturated (loss 1.50%") {
+		t.Fatalf("1.5 %% lost: %+v %q", f, mediaNotes("rtcd", f))
+	}
+	b.packets, b.skippedTicks = a.packets+20000, a.skippedTicks+3
+	if f = s.figures(a, b); !f.Saturated || f.GeneratorSkippedTicks != 3 {
+		t.Fatalf("skipped ticks: %+v", f)
+	}
 }
 
 // TestMediaFlags: the media flags are checked only when the scenario runs,
@@ -180,6 +192,13 @@ func TestMediaText(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	// A saturated run gives no headline.
+	m.Saturated, m.LossPercent = true, 12
+	out.Reset()
+	writeMediaText(&out, &scenarioReport{Media: m})
+	if want := "headline  none: the machine was saturated (loss 12.00%); 36 video down-tracks at 1.51 Mbit/s each cost 0.20 cores"; !strings.Contains(out.String(), want) {
+		t.Errorf("saturated report lacks %q:\n%s", want, out.String())
 	}
 }
 
