@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
+	"rtcd/actors/room"
+	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/money"
@@ -22,7 +25,7 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	h.clk.Advance(90 * time.Second)
 	rh, _ := e.room(roomID)
-	e.system.Root.Send(rh.pid, sweep{}) // settles 90 s
+	e.system.Root.Send(rh.pid, core.Sweep{}) // settles 90 s
 	if _, aerr := e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil); aerr != nil {
 		t.Fatal(aerr) // queued behind the sweep: the settlement is done
 	}
@@ -33,22 +36,55 @@ func TestRestartClosesLostSessionsAtLastSettlement(t *testing.T) {
 
 	store, e = h.open()
 	defer func() { e.Stop(); _ = store.Close() }()
-	rec := h.usage(e, caller, cs.SessionID)
-	if rec.Seconds != 90 {
+	if rec := h.usage(e, caller, cs.SessionID); rec.Seconds != 90 {
 		t.Fatalf("finalized %d s, want the 90 s settled before the stop (never the downtime)", rec.Seconds)
 	}
 	// 90 s at 0.001 per second = 0.090000, charged once.
 	w, _ := e.wallet(e.limitsAccount(caller))
-	r := e.ask(w.pid, &getWallet{})
-	if got := money.Micros(r.value.(walletReading).balance); got != 10_000_000-90_000 {
+	r := e.ask(w.pid, wallet.Read{})
+	if got := money.Micros(r.Value.(wallet.Reading).Balance); got != 10_000_000-90_000 {
 		t.Fatalf("balance %s, want 9.910000", got)
 	}
 }
 
+// TestStopAppliesLeavesReportedBeforeIt: what `rtcd serve` does on
+// SIGTERM: the media node reports every leave (node_shutdown), then the
+// engine stops. A leave handed to the engine before Stop is applied even
+// when the room has a long queue of messages ahead of it, so the session
+// is finalized with its whole length and the shutdown's reason, never
+// left for recovery to close at its last settlement.
+func TestStopAppliesLeavesReportedBeforeIt(t *testing.T) {
+	h := newUsageHarness(t)
+	store, e := h.open()
+	caller, roomID, cs := h.joinedParticipant(e)
+	waitDurable(t, e)
+	h.clk.Advance(90 * time.Second)
+	// A queue in front of the leave: presence snapshots that still show
+	// the participant (each a no-op for the room), so Stop comes while the
+	// leave waits in the room's mailbox.
+	rh, _ := e.room(roomID)
+	on := map[string]room.MediaJoin{cs.Participant.ID: {SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID}}
+	for range 20000 {
+		e.system.Root.Send(rh.pid, room.Presence{At: h.clk.Now(), Sessions: on})
+	}
+	e.MediaLeft(room.MediaLeave{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID,
+		At: h.clk.Now(), Reason: "node_shutdown"})
+	e.Stop()
+	_ = store.Close()
+
+	store, e = h.open()
+	defer func() { e.Stop(); _ = store.Close() }()
+	// Recovery would have closed the session at its last settlement, the
+	// join (0 s).
+	if rec := h.usage(e, caller, cs.SessionID); rec.Seconds != 90 {
+		t.Fatalf("finalized %d s, want the 90 s up to the shutdown's leave", rec.Seconds)
+	}
+}
+
 // limitsAccount is the workspace of the caller's project.
-func (e *Engine) limitsAccount(c *Caller) string {
+func (e *Engine) limitsAccount(c *core.Caller) string {
 	h, _ := e.project(c.ProjectID)
-	return h.shared.project.Load().AccountID
+	return h.gate.Record.Load().AccountID
 }
 
 // usageHarness runs an engine with billing on a data directory that
@@ -58,17 +94,17 @@ type usageHarness struct {
 	dir      string
 	keys     auth.Keys
 	clk      *clock.Fake
-	billing  Billing
-	settings Settings
+	billing  core.Billing
+	settings core.Settings
 }
 
 func newUsageHarness(t *testing.T) *usageHarness {
 	keys, _ := auth.DeriveKeys(make([]byte, 32))
-	billing := Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
+	billing := core.Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60_000, // 0.001 per second
 		LowCreditThreshold: 1_000_000, MinimumCreditToStart: 0, SettleInterval: time.Minute, BootstrapCredit: 10_000_000}
 	return &usageHarness{t: t, dir: t.TempDir(), keys: keys, clk: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)), billing: billing,
-		settings: Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
-			DefaultLimits: Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
+		settings: core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
+			DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 5,
 				RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
 			ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000, Billing: billing}}
 }
@@ -105,12 +141,12 @@ type connectSession struct {
 
 // joinedParticipant creates a room and a participant, connects it, and
 // reports its media join now.
-func (h *usageHarness) joinedParticipant(e *Engine) (*Caller, string, connectSession) {
+func (h *usageHarness) joinedParticipant(e *Engine) (*core.Caller, string, connectSession) {
 	t := h.t
-	var caller *Caller
-	for _, rec := range *e.apiKeys.m.Load() { // the bootstrap key is the only one
-		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
-	}
+	var caller *core.Caller
+	e.env.APIKeys.Range(func(rec *core.KeyRecord) { // the bootstrap key is the only one
+		caller = &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
+	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -127,16 +163,16 @@ func (h *usageHarness) joinedParticipant(e *Engine) (*Caller, string, connectSes
 	}
 	var cs connectSession
 	_ = json.Unmarshal(res.Body, &cs)
-	e.MediaJoined(MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: h.clk.Now()})
+	e.MediaJoined(room.MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: h.clk.Now()})
 	return caller, roomID, cs
 }
 
 // usage waits for the finalized usage of a session on the harness's day.
-func (h *usageHarness) usage(e *Engine, caller *Caller, sessionID string) UsageRecord {
-	var rec UsageRecord
+func (h *usageHarness) usage(e *Engine, caller *core.Caller, sessionID string) room.UsageRecord {
+	var rec room.UsageRecord
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v, err := e.store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+sessionID))
+		v, err := e.env.Store.Get(persistence.Key(persistence.PrefixUsage, caller.ProjectID+"/2026-11-22/"+sessionID))
 		if err == nil {
 			_ = json.Unmarshal(v, &rec)
 			return rec
@@ -145,39 +181,5 @@ func (h *usageHarness) usage(e *Engine, caller *Caller, sessionID string) UsageR
 			h.t.Fatalf("session %s was not finalized", sessionID)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the store another goroutine writes
-	}
-}
-
-// TestStopAppliesLeavesReportedBeforeIt: what `rtcd serve` does on
-// SIGTERM: the media node reports every leave (node_shutdown), then the
-// engine stops. A leave handed to the engine before Stop is applied even
-// when the room has a long queue of messages ahead of it, so the session
-// is finalized with its whole length and the shutdown's reason, never
-// left for recovery to close at its last settlement.
-func TestStopAppliesLeavesReportedBeforeIt(t *testing.T) {
-	h := newUsageHarness(t)
-	store, e := h.open()
-	caller, roomID, cs := h.joinedParticipant(e)
-	waitDurable(t, e)
-	h.clk.Advance(90 * time.Second)
-	// A queue in front of the leave: presence snapshots that still show
-	// the participant (each a no-op for the room), so Stop comes while the
-	// leave waits in the room's mailbox.
-	rh, _ := e.room(roomID)
-	on := map[string]MediaJoin{cs.Participant.ID: {SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID}}
-	for range 20000 {
-		e.system.Root.Send(rh.pid, &mediaPresence{at: h.clk.Now(), sessions: on})
-	}
-	e.MediaLeft(MediaLeave{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID,
-		At: h.clk.Now(), Reason: "node_shutdown"})
-	e.Stop()
-	_ = store.Close()
-
-	store, e = h.open()
-	defer func() { e.Stop(); _ = store.Close() }()
-	// Recovery would have closed the session at its last settlement, the
-	// join (0 s).
-	if rec := h.usage(e, caller, cs.SessionID); rec.Seconds != 90 {
-		t.Fatalf("finalized %d s, want the 90 s up to the shutdown's leave", rec.Seconds)
 	}
 }

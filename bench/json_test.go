@@ -74,7 +74,7 @@ func decodeLikeServerStd(body []byte, v any) error {
 // same (below 1: goccy is faster).
 //
 //   - decode_request: the server reading a ConnectParams body (without the
-//     strict pre-check, which http.BenchmarkStrictJSONConnect measures, and
+//     strict pre-check, which strictjson.BenchmarkStrictJSONConnect measures, and
 //     which BenchmarkConnectHTTP includes).
 //   - encode_response: the room actor encoding the ConnectView.
 //   - decode_response: a client decoding the ConnectView.

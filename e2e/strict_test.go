@@ -78,7 +78,7 @@ func TestStrictBodies(t *testing.T) {
 		{"room metadata -1e400", rooms, `{"metadata":{"n":[-1e400]}}`, "metadata", "finite"},
 		{"room metadata 400 digits", rooms, `{"metadata":{"n":1` + strings.Repeat("0", 400) + `}}`, "metadata", "finite"},
 		{"participant metadata 1.8e308", parts, `{"metadata":{"n":1.8e308}}`, "metadata", "finite"},
-		// Nesting deeper than MaxJSONDepth (16), counted from the body.
+		// Nesting deeper than strictjson.MaxDepth (16), counted from the body.
 		{"room metadata depth 2002", rooms, deep, "metadata", "deeper than 16"},
 		{"room metadata depth 17", rooms, `{"metadata":` + stObjects(16, "1") + `}`, "metadata", "deeper than 16"},
 		{"participant metadata depth 17", parts, `{"metadata":{"a":` + stNest(15, "") + `}}`, "metadata", "deeper than 16"},

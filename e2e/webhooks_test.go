@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"rtcd/webhook"
+	"rtcd/webhooksig"
 )
 
 // tlsReceiver is a real HTTPS webhook receiver on loopback whose answer
@@ -37,8 +37,8 @@ func newTLSReceiver(t *testing.T) *tlsReceiver {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		verr := webhook.Verify(r.secret, body, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), webhook.DefaultTolerance, r.now())
-		r.got = append(r.got, received{id: req.Header.Get(webhook.HeaderID), typ: string(body), verr: verr})
+		verr := webhooksig.Verify(r.secret, body, req.Header.Get(webhooksig.HeaderTimestamp), req.Header.Get(webhooksig.HeaderSignature), webhooksig.DefaultTolerance, r.now())
+		r.got = append(r.got, received{id: req.Header.Get(webhooksig.HeaderID), typ: string(body), verr: verr})
 		w.WriteHeader(r.status)
 	}))
 	t.Cleanup(r.srv.Close)

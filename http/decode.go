@@ -10,6 +10,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/actors"
 	"rtcd/apierr"
+	"rtcd/strictjson"
 )
 
 // jsonWhitespace is the insignificant whitespace of JSON (RFC 8259).
@@ -17,7 +18,7 @@ const jsonWhitespace = " \t\r\n"
 
 // decode reads the body as exactly one JSON object into v, strictly:
 // invalid JSON or UTF-8, lone surrogate escapes, duplicate keys, numbers
-// beyond float64, nesting deeper than MaxJSONDepth, keys that are not
+// beyond float64, nesting deeper than strictjson.MaxDepth, keys that are not
 // exactly a field's json name (at every struct level), wrong types and
 // trailing data are invalid_request. An empty body (no bytes at all) counts
 // as {} when emptyOK (every field of the request is optional); a body of
@@ -37,8 +38,8 @@ func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 	// The raw bytes are checked before decoding: the decoder would replace
 	// invalid UTF-8 and lone surrogates with U+FFFD, keep the last of
 	// duplicate keys and match field names case-insensitively.
-	if err := checkStrictJSON(body, schemaOf(v)); err != nil {
-		return err
+	if err := strictjson.Check(body, v); err != nil {
+		return strictError(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -50,6 +51,22 @@ func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 		return apierr.New(apierr.InvalidRequest, "the request body must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// strictError is the invalid_request of a body the strict check refused:
+// details.field names the field at fault when there is one, and
+// details.max_depth the limit a too deeply nested body broke.
+func strictError(e *strictjson.Error) *apierr.Error {
+	var err *apierr.Error
+	if e.Field == "" {
+		err = apierr.New(apierr.InvalidRequest, "%s", e.Message)
+	} else {
+		err = apierr.Invalid(e.Field, "%s", e.Message)
+	}
+	if e.TooDeep {
+		err = err.WithDetails("max_depth", strictjson.MaxDepth)
+	}
+	return err
 }
 
 // jsonError turns a decoding error into a message that names the field and

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"github.com/goccy/go-json"
 	"rtcd/actors"
 	"rtcd/apierr"
 	sc "rtcd/scopes"
@@ -57,110 +56,210 @@ func decoded[T any](emptyOK bool, status int, op func(rc *reqCtx, p *T) ([]byte,
 	}
 }
 
-// routes registers every route with the scope it needs (docs/api.md).
+// route registers h for method and path behind wrap (authentication, the
+// scopes required, metrics, request id); path is also the route's label in
+// metrics.
+func (s *Server) route(method, path string, mode authMode, h func(rc *reqCtx), required ...sc.Scope) {
+	s.router.Handle(method, path, s.wrap(path, mode, h, required...))
+}
+
+// The public API's paths (docs/api.md).
+const (
+	roomsPath        = "/v1/rooms"
+	roomPath         = roomsPath + "/{room_id}"
+	participantsPath = roomPath + "/participants"
+	participantPath  = participantsPath + "/{participant_id}"
+	connectPath      = "/v1/connect"
+	apiKeysPath      = "/v1/api-keys"
+	apiKeyPath       = apiKeysPath + "/{key_id}"
+	endpointsPath    = "/v1/webhook-endpoints"
+	endpointPath     = endpointsPath + "/{endpoint_id}"
+	deliveriesPath   = endpointPath + "/deliveries"
+	retryPath        = deliveriesPath + "/{delivery_id}/retry"
+)
+
+// routes registers every route of the public API with the scope it needs
+// (docs/api.md). The billing and dashboard routes are in billingRoutes and
+// dashboardRoutes.
 func (s *Server) routes() {
-	r := s.router
-	e := s.engine
+	s.route("POST", roomsPath, apiKey, created(true, s.createRoom), sc.RoomsWrite)
+	s.route("GET", roomsPath, apiKey, listed(s.listRooms), sc.RoomsRead)
+	s.route("GET", roomPath, apiKey, s.getRoom, sc.RoomsRead)
+	s.route("DELETE", roomPath, apiKey, s.deleteRoom, sc.RoomsWrite)
 
-	r.POST("/v1/rooms", s.wrap("/v1/rooms", apiKey, created(true, func(rc *reqCtx, p *actors.RoomParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
-		return e.CreateRoom(rc.caller, p, idem)
-	}), sc.RoomsWrite))
-	r.GET("/v1/rooms", s.wrap("/v1/rooms", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListRooms(rc.caller, limit)
-	}), sc.RoomsRead))
-	r.GET("/v1/rooms/{room_id}", s.wrap("/v1/rooms/{room_id}", apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.GetRoom(rc.caller, rc.param("room_id")))
-	}, sc.RoomsRead))
-	r.DELETE("/v1/rooms/{room_id}", s.wrap("/v1/rooms/{room_id}", apiKey, func(rc *reqCtx) {
-		rc.respond(e.DeleteRoom(rc.caller, rc.param("room_id")))
-	}, sc.RoomsWrite))
+	s.route("POST", participantsPath, apiKey, created(true, s.createParticipant), sc.ParticipantsWrite)
+	s.route("GET", participantsPath, apiKey, listed(s.listParticipants), sc.ParticipantsRead)
+	s.route("GET", participantPath, apiKey, s.getParticipant, sc.ParticipantsRead)
+	s.route("DELETE", participantPath, apiKey, s.removeParticipant, sc.ParticipantsWrite)
 
-	const participants = "/v1/rooms/{room_id}/participants"
-	const participant = participants + "/{participant_id}"
-	r.POST(participants, s.wrap(participants, apiKey, created(true, func(rc *reqCtx, p *actors.ParticipantParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
-		return e.CreateParticipant(rc.caller, rc.param("room_id"), p, idem)
-	}), sc.ParticipantsWrite))
-	r.GET(participants, s.wrap(participants, apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListParticipants(rc.caller, rc.param("room_id"), limit)
-	}), sc.ParticipantsRead))
-	r.GET(participant, s.wrap(participant, apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.GetParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
-	}, sc.ParticipantsRead))
-	r.DELETE(participant, s.wrap(participant, apiKey, func(rc *reqCtx) {
-		rc.respond(e.RemoveParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
-	}, sc.ParticipantsWrite))
+	s.route("POST", connectPath, noAuth, s.connect) // the participant token in the body is the credential
 
-	r.POST("/v1/connect", s.wrap("/v1/connect", noAuth, func(rc *reqCtx) {
-		var p actors.ConnectParams
-		if err := rc.decode(&p, false); err != nil {
-			e.CountConnectResult(err.Code)
-			rc.fail(err)
-			return
-		}
-		rc.respond(e.Connect(&p, s.sourceIP(rc.ctx)))
-	}))
+	s.route("POST", apiKeysPath, apiKey, created(false, s.createAPIKey), sc.APIKeysWrite)
+	s.route("GET", apiKeysPath, apiKey, listed(s.listAPIKeys), sc.APIKeysRead)
+	s.route("DELETE", apiKeyPath, apiKey, s.revokeAPIKey, sc.APIKeysWrite)
 
-	r.POST("/v1/api-keys", s.wrap("/v1/api-keys", apiKey, created(false, func(rc *reqCtx, p *actors.APIKeyParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
-		return e.CreateAPIKey(rc.caller, p, idem)
-	}), sc.APIKeysWrite))
-	r.GET("/v1/api-keys", s.wrap("/v1/api-keys", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListAPIKeys(rc.caller, limit)
-	}), sc.APIKeysRead))
-	r.DELETE("/v1/api-keys/{key_id}", s.wrap("/v1/api-keys/{key_id}", apiKey, func(rc *reqCtx) {
-		rc.respond(e.RevokeAPIKey(rc.caller, rc.param("key_id")))
-	}, sc.APIKeysWrite))
+	s.route("GET", "/v1/project/limits", apiKey, s.projectLimits, sc.ProjectRead)
+	s.route("GET", "/v1/audit-logs", apiKey, listed(s.listAuditLogs), sc.AuditLogsRead)
+	s.route("GET", "/v1/usage/summary", apiKey, s.usageSummary, sc.UsageRead)
+	s.route("GET", "/v1/usage/daily", apiKey, s.usageDaily, sc.UsageRead)
 
-	r.GET("/v1/project/limits", s.wrap("/v1/project/limits", apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.ProjectLimits(rc.caller))
-	}, sc.ProjectRead))
-	r.GET("/v1/audit-logs", s.wrap("/v1/audit-logs", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListAuditLogs(rc.caller, limit)
-	}), sc.AuditLogsRead))
-	r.GET("/v1/usage/summary", s.wrap("/v1/usage/summary", apiKey, func(rc *reqCtx) {
-		args := rc.ctx.QueryArgs()
-		rc.respondBody(e.UsageSummary(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
-	}, sc.UsageRead))
-	r.GET("/v1/usage/daily", s.wrap("/v1/usage/daily", apiKey, func(rc *reqCtx) {
-		args := rc.ctx.QueryArgs()
-		rc.respondBody(e.UsageDaily(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
-	}, sc.UsageRead))
+	s.route("GET", "/v1/billing/balance", apiKey, s.balance, sc.BillingRead)
+	s.route("GET", "/v1/billing/pricing", apiKey, s.pricing, sc.BillingRead)
+	s.route("GET", "/v1/billing/ledger", apiKey, listed(s.ledger), sc.BillingRead)
+	s.route("GET", "/v1/billing/topups", apiKey, listed(s.listTopups), sc.BillingRead)
+	s.route("GET", "/v1/billing/topups/{payment_id}", apiKey, s.getTopup, sc.BillingRead)
 
-	r.GET("/v1/billing/balance", s.wrap("/v1/billing/balance", apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.Balance(rc.caller))
-	}, sc.BillingRead))
-	r.GET("/v1/billing/pricing", s.wrap("/v1/billing/pricing", apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.Pricing(rc.caller))
-	}, sc.BillingRead))
-	r.GET("/v1/billing/ledger", s.wrap("/v1/billing/ledger", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.Ledger(rc.caller, limit)
-	}), sc.BillingRead))
-	r.GET("/v1/billing/topups", s.wrap("/v1/billing/topups", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListTopups(rc.caller, limit)
-	}), sc.BillingRead))
-	r.GET("/v1/billing/topups/{payment_id}", s.wrap("/v1/billing/topups/{payment_id}", apiKey, func(rc *reqCtx) {
-		rc.respondBody(e.GetTopup(rc.caller, rc.param("payment_id")))
-	}, sc.BillingRead))
+	s.route("POST", endpointsPath, apiKey, created(false, s.createEndpoint), sc.WebhooksWrite)
+	s.route("GET", endpointsPath, apiKey, listed(s.listEndpoints), sc.WebhooksRead)
+	s.route("DELETE", endpointPath, apiKey, s.disableEndpoint, sc.WebhooksWrite)
+	s.route("GET", deliveriesPath, apiKey, listed(s.listDeliveries), sc.WebhooksRead)
+	s.route("POST", retryPath, apiKey, s.retryDelivery, sc.WebhooksWrite)
 
-	r.POST("/v1/webhook-endpoints", s.wrap("/v1/webhook-endpoints", apiKey, created(false, func(rc *reqCtx, p *actors.EndpointParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
-		return e.CreateEndpoint(rc.caller, p, idem)
-	}), sc.WebhooksWrite))
-	r.GET("/v1/webhook-endpoints", s.wrap("/v1/webhook-endpoints", apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListEndpoints(rc.caller, limit)
-	}), sc.WebhooksRead))
-	r.DELETE("/v1/webhook-endpoints/{endpoint_id}", s.wrap("/v1/webhook-endpoints/{endpoint_id}", apiKey, func(rc *reqCtx) {
-		rc.respond(e.DisableEndpoint(rc.caller, rc.param("endpoint_id")))
-	}, sc.WebhooksWrite))
-	const deliveries = "/v1/webhook-endpoints/{endpoint_id}/deliveries"
-	r.GET(deliveries, s.wrap(deliveries, apiKey, listed(func(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
-		return e.ListDeliveries(rc.caller, rc.param("endpoint_id"), limit)
-	}), sc.WebhooksRead))
-	const retry = deliveries + "/{delivery_id}/retry"
-	r.POST(retry, s.wrap(retry, apiKey, func(rc *reqCtx) {
-		rc.respond(e.RetryDelivery(rc.caller, rc.param("endpoint_id"), rc.param("delivery_id")))
-	}, sc.WebhooksWrite))
+	s.route("GET", "/v1/system/info", apiKeyNo, s.getSystemInfo)
+}
 
-	info, _ := json.Marshal(s.serverInfo)
-	r.GET("/v1/system/info", s.wrap("/v1/system/info", apiKeyNo, func(rc *reqCtx) {
-		rc.ok(200, info)
-	}))
+// --- rooms ---------------------------------------------------------------
+
+func (s *Server) createRoom(rc *reqCtx, p *actors.RoomParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
+	return s.engine.CreateRoom(rc.caller, p, idem)
+}
+
+func (s *Server) listRooms(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListRooms(rc.caller, limit)
+}
+
+func (s *Server) getRoom(rc *reqCtx) {
+	rc.respondBody(s.engine.GetRoom(rc.caller, rc.param("room_id")))
+}
+
+func (s *Server) deleteRoom(rc *reqCtx) {
+	rc.respond(s.engine.DeleteRoom(rc.caller, rc.param("room_id")))
+}
+
+// --- participants --------------------------------------------------------
+
+func (s *Server) createParticipant(rc *reqCtx, p *actors.ParticipantParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
+	return s.engine.CreateParticipant(rc.caller, rc.param("room_id"), p, idem)
+}
+
+func (s *Server) listParticipants(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListParticipants(rc.caller, rc.param("room_id"), limit)
+}
+
+func (s *Server) getParticipant(rc *reqCtx) {
+	rc.respondBody(s.engine.GetParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
+}
+
+func (s *Server) removeParticipant(rc *reqCtx) {
+	rc.respond(s.engine.RemoveParticipant(rc.caller, rc.param("room_id"), rc.param("participant_id")))
+}
+
+// --- connect -------------------------------------------------------------
+
+// connect is POST /v1/connect. Its outcome, a body refused before the
+// engine sees it included, is counted here and only here, in
+// rtcd_connect_results_total ("ok" or the error code).
+func (s *Server) connect(rc *reqCtx) {
+	res, err := s.decideConnect(rc)
+	code := "ok"
+	if err != nil {
+		code = string(err.Code)
+	}
+	if s.metrics != nil {
+		s.metrics.ConnectResults.WithLabelValues(code).Inc()
+	}
+	rc.respond(res, err)
+}
+
+// decideConnect decodes the body and asks the engine for the connect.
+func (s *Server) decideConnect(rc *reqCtx) (actors.Result, *apierr.Error) {
+	var p actors.ConnectParams
+	if err := rc.decode(&p, false); err != nil {
+		return actors.Result{}, err
+	}
+	return s.engine.Connect(&p, s.sourceIP(rc.ctx))
+}
+
+// --- API keys ------------------------------------------------------------
+
+func (s *Server) createAPIKey(rc *reqCtx, p *actors.APIKeyParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
+	return s.engine.CreateAPIKey(rc.caller, p, idem)
+}
+
+func (s *Server) listAPIKeys(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListAPIKeys(rc.caller, limit)
+}
+
+func (s *Server) revokeAPIKey(rc *reqCtx) {
+	rc.respond(s.engine.RevokeAPIKey(rc.caller, rc.param("key_id")))
+}
+
+// --- project, audit log, usage -------------------------------------------
+
+func (s *Server) projectLimits(rc *reqCtx) {
+	rc.respondBody(s.engine.ProjectLimits(rc.caller))
+}
+
+func (s *Server) listAuditLogs(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListAuditLogs(rc.caller, limit)
+}
+
+func (s *Server) usageSummary(rc *reqCtx) {
+	args := rc.ctx.QueryArgs()
+	rc.respondBody(s.engine.UsageSummary(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
+}
+
+func (s *Server) usageDaily(rc *reqCtx) {
+	args := rc.ctx.QueryArgs()
+	rc.respondBody(s.engine.UsageDaily(rc.caller, string(args.Peek("from")), string(args.Peek("to"))))
+}
+
+// --- billing (reads; top-ups and provider callbacks are in billing.go) ---
+
+func (s *Server) balance(rc *reqCtx) {
+	rc.respondBody(s.engine.Balance(rc.caller))
+}
+
+func (s *Server) pricing(rc *reqCtx) {
+	rc.respondBody(s.engine.Pricing(rc.caller))
+}
+
+func (s *Server) ledger(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.Ledger(rc.caller, limit)
+}
+
+func (s *Server) listTopups(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListTopups(rc.caller, limit)
+}
+
+func (s *Server) getTopup(rc *reqCtx) {
+	rc.respondBody(s.engine.GetTopup(rc.caller, rc.param("payment_id")))
+}
+
+// --- webhook endpoints and deliveries ------------------------------------
+
+func (s *Server) createEndpoint(rc *reqCtx, p *actors.EndpointParams, idem *actors.IdempotencyRequest) (actors.Result, *apierr.Error) {
+	return s.engine.CreateEndpoint(rc.caller, p, idem)
+}
+
+func (s *Server) listEndpoints(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListEndpoints(rc.caller, limit)
+}
+
+func (s *Server) disableEndpoint(rc *reqCtx) {
+	rc.respond(s.engine.DisableEndpoint(rc.caller, rc.param("endpoint_id")))
+}
+
+func (s *Server) listDeliveries(rc *reqCtx, limit int) ([]byte, *apierr.Error) {
+	return s.engine.ListDeliveries(rc.caller, rc.param("endpoint_id"), limit)
+}
+
+func (s *Server) retryDelivery(rc *reqCtx) {
+	rc.respond(s.engine.RetryDelivery(rc.caller, rc.param("endpoint_id"), rc.param("delivery_id")))
+}
+
+// --- system --------------------------------------------------------------
+
+func (s *Server) getSystemInfo(rc *reqCtx) {
+	rc.ok(200, s.systemInfo)
 }

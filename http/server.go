@@ -59,7 +59,7 @@ type Server struct {
 	// trustForwardedFor takes the source IP from X-Forwarded-For's last
 	// hop, for deployments behind a proxy the operator controls.
 	trustForwardedFor bool
-	serverInfo        SystemInfo
+	systemInfo        []byte               // the body of GET /v1/system/info, encoded once
 	google            *googleauth.Provider // nil: Google sign-in is off
 	inFlight          atomic.Int64         // requests being served (MaxConcurrentRequests)
 }
@@ -75,10 +75,8 @@ type SystemInfo struct {
 
 // New builds the router over engine.
 func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForwardedFor bool, pay Payments) *Server {
-	s := &Server{
-		engine: engine, metrics: m, router: router.New(), trustForwardedFor: trustForwardedFor,
-		serverInfo: SystemInfo{Object: "system_info", Service: "rtcd", APIVersion: "v0.1", Version: version, Region: engine.Region()},
-	}
+	s := &Server{engine: engine, metrics: m, router: router.New(), trustForwardedFor: trustForwardedFor}
+	s.systemInfo, _ = json.Marshal(SystemInfo{Object: "system_info", Service: "rtcd", APIVersion: "v0.1", Version: version, Region: engine.Region()})
 	r := s.router
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false

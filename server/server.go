@@ -26,6 +26,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/datadir"
 	"rtcd/googleauth"
 	api "rtcd/http"
 	"rtcd/media"
@@ -34,7 +35,7 @@ import (
 	"rtcd/payments"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
-	"rtcd/webhooks"
+	"rtcd/webhookdelivery"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -43,6 +44,10 @@ var Version = "0.1.0-dev"
 // masterKeyBytes is the size of a generated master secret.
 const masterKeyBytes = 32
 
+// remoteMediaFlushOnFailure bounds how long a failed Start waits for the
+// commands queued for a media node run on its own.
+const remoteMediaFlushOnFailure = 5 * time.Second
+
 // Options are what tests inject; the zero value is production.
 type Options struct {
 	Clock clock.Clock // nil: the real clock
@@ -50,11 +55,19 @@ type Options struct {
 	BootstrapOut io.Writer
 	// Fatal handles an unrecoverable storage error; nil: log and exit(1).
 	Fatal func(error)
+
+	// afterStep, when set, runs after each step of Start that succeeded; an
+	// error fails Start there as if the step had failed. Tests of this
+	// package use it to check that a failure at any step releases
+	// everything the earlier steps took.
+	afterStep func(step string) error
 }
 
 // Server is a running rtcd.
 type Server struct {
 	cfg         *config.Config
+	lock        *datadir.Lock // this process's claim on the data directory
+	backups     *backups      // online backups, through the private listener
 	store       *persistence.Store
 	engine      *actors.Engine
 	api         *fasthttp.Server
@@ -66,68 +79,173 @@ type Server struct {
 	serveErrors chan error
 }
 
-// Start opens the data directory (bootstrapping it on first start), recovers
-// every actor, and starts both listeners.
+// Start claims the data directory, binds every listener, then opens the
+// data directory (bootstrapping it on first start), recovers every actor,
+// and serves: nothing is bootstrapped before every listener is bound, so a
+// start that cannot bind changes nothing. It runs startSteps in order; when
+// one fails, what the earlier ones took (listeners, actors, media node, the
+// store and its directory lock) is released in reverse order, so a failed
+// Start can be followed by a successful one in the same process.
 func Start(cfg *config.Config, opts Options) (*Server, error) {
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.Real{}
+	st := newStartup(cfg, opts)
+	for _, step := range startSteps {
+		err := step.run(st)
+		if err == nil && opts.afterStep != nil {
+			err = opts.afterStep(step.name)
+		}
+		if err != nil {
+			st.release()
+			return nil, err
+		}
 	}
-	fatal := opts.Fatal
-	if fatal == nil {
-		fatal = func(err error) {
+	st.serve()
+	return st.s, nil
+}
+
+// startSteps are the steps of Start, in order. Each may register how to
+// release what it took (startup.onFailure).
+var startSteps = []struct {
+	name string
+	run  func(*startup) error
+}{
+	{"data dir lock", (*startup).claimDataDir},
+	{"listeners", (*startup).listen},
+	{"store", (*startup).openStore},
+	{"keys", (*startup).openKeys},
+	{"engine", (*startup).startEngine},
+	{"webhook sender", (*startup).startWebhookSender},
+	{"payments", (*startup).setUpPayments},
+	{"mail", (*startup).setUpMail},
+	{"google sign-in", (*startup).setUpGoogle},
+	{"api server", (*startup).buildAPIServer},
+	{"private server", (*startup).buildPrivateServer},
+	{"remote media", (*startup).connectRemoteMedia},
+	{"embedded media", (*startup).startEmbeddedMedia},
+}
+
+// startup is one run of Start: the parts built so far, and the clean-up of
+// each part that holds something (a listener, running actors, the store's
+// directory lock).
+type startup struct {
+	cfg   *config.Config
+	opts  Options
+	clk   clock.Clock
+	fatal func(error)
+	s     *Server
+
+	m          *metrics.Metrics
+	keys       auth.Keys
+	mediaLn    net.Listener // nil when --media-listen is empty
+	mediaURL   string
+	origin     string // the dashboard's origin
+	pay        api.Payments
+	google     *googleauth.Provider
+	adminToken string
+
+	cleanUps []func() // run in reverse when a step fails
+}
+
+func newStartup(cfg *config.Config, opts Options) *startup {
+	st := &startup{cfg: cfg, opts: opts, clk: opts.Clock, fatal: opts.Fatal,
+		s: &Server{cfg: cfg, serveErrors: make(chan error, 2)}}
+	if st.clk == nil {
+		st.clk = clock.Real{}
+	}
+	if st.fatal == nil {
+		st.fatal = func(err error) {
 			slog.Error("fatal storage error; exiting so recovery starts from what is durable", "error", err)
 			os.Exit(1)
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	return st
+}
+
+// onFailure registers the release of what a step just took.
+func (st *startup) onFailure(cleanUp func()) { st.cleanUps = append(st.cleanUps, cleanUp) }
+
+// release runs the registered clean-ups, newest first.
+func (st *startup) release() {
+	for i := len(st.cleanUps) - 1; i >= 0; i-- {
+		st.cleanUps[i]()
 	}
-	m := metrics.New()
-	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{
-		ApplySeconds: m.JournalApply, SyncSeconds: m.JournalSync,
-	}, fatal)
+	st.cleanUps = nil
+}
+
+// claimDataDir creates the data directory if needed and takes its lock,
+// so a second rtcd on it is told which process holds it.
+func (st *startup) claimDataDir() error {
+	lock, err := datadir.Acquire(st.cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s := &Server{cfg: cfg, store: store, serveErrors: make(chan error, 2)}
-	fail := func(err error) (*Server, error) {
-		_ = store.Close()
-		return nil, err
-	}
-	keys, initialized, err := OpenKeys(cfg, store)
+	st.onFailure(func() { _ = lock.Release() })
+	st.s.lock = lock
+	return nil
+}
+
+// listen binds the API, private and media listeners (bindListeners) before
+// anything is opened or bootstrapped. The media node's address is known
+// from here on, so the connect response can name it (the port may be chosen
+// by the system), and the dashboard's origin follows from the API's address
+// when --public-url is empty.
+func (st *startup) listen() error {
+	lns, err := bindListeners(st.cfg)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if !initialized {
-		res, err := actors.Bootstrap(store, keys, clk, BillingFromConfig(cfg), cfg.OwnerEmail)
-		if err != nil {
-			return fail(err)
-		}
-		out := opts.BootstrapOut
-		if out == nil {
-			out = os.Stdout
-		}
-		slog.Info("first start: created a workspace, a project and an API key holding every scope; the key is printed once")
-		if err := json.NewEncoder(out).Encode(res); err != nil {
-			return fail(err)
-		}
+	st.onFailure(lns.close)
+	st.s.apiLn, st.s.metricsLn, st.mediaLn = lns.api, lns.private, lns.media
+	st.mediaURL = st.cfg.MediaURL
+	if st.mediaLn != nil && st.mediaURL == "" {
+		st.mediaURL = "ws://" + st.mediaLn.Addr().String() + media.RTCPath
 	}
-	// The built-in media node listens first, so the connect response can
-	// name its real address (the port may be chosen by the system).
-	var mediaLn net.Listener
-	mediaURL := cfg.MediaURL
-	if cfg.MediaListen != "" {
-		if mediaLn, err = net.Listen("tcp", cfg.MediaListen); err != nil {
-			return fail(fmt.Errorf("media listen %s: %w", cfg.MediaListen, err))
-		}
-		if mediaURL == "" {
-			mediaURL = "ws://" + mediaLn.Addr().String() + media.RTCPath
-		}
+	st.origin = st.cfg.DashboardOrigin(lns.api.Addr().String())
+	return nil
+}
+
+// openStore opens Pebble in the claimed data directory.
+func (st *startup) openStore() error {
+	st.m = metrics.New()
+	store, err := persistence.Open(filepath.Join(st.cfg.DataDir, "pebble"), persistence.Metrics{
+		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync,
+	}, st.fatal)
+	if err != nil {
+		return err
 	}
+	st.onFailure(func() { _ = store.Close() })
+	st.s.store = store
+	return nil
+}
+
+// openKeys derives the keys from the master secret and, on first start,
+// bootstraps the store and prints what it created.
+func (st *startup) openKeys() error {
+	keys, initialized, err := OpenKeys(st.cfg, st.s.store)
+	if err != nil {
+		return err
+	}
+	st.keys = keys
+	if initialized {
+		return nil
+	}
+	res, err := actors.Bootstrap(st.s.store, keys, st.clk, BillingFromConfig(st.cfg), st.cfg.OwnerEmail)
+	if err != nil {
+		return err
+	}
+	out := st.opts.BootstrapOut
+	if out == nil {
+		out = os.Stdout
+	}
+	slog.Info("first start: created a workspace, a project and an API key holding every scope; the key is printed once")
+	return json.NewEncoder(out).Encode(res)
+}
+
+// startEngine creates the actor engine and recovers every actor.
+func (st *startup) startEngine() error {
+	cfg := st.cfg
 	engine, err := actors.New(actors.Settings{
 		Region:   cfg.Region,
-		MediaURL: mediaURL,
+		MediaURL: st.mediaURL,
 		DefaultLimits: actors.Limits{
 			MaxActiveRooms:              cfg.DefaultMaxActiveRooms,
 			MaxActiveParticipants:       cfg.DefaultMaxActiveParticipants,
@@ -145,105 +263,149 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		// only its silence can mean it died.
 		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
 		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
-	}, store, clk, ratelimit.NewMemory(), keys)
+	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	engine.OnConnectResult(func(code string) { m.ConnectResults.WithLabelValues(code).Inc() })
+	m := st.m
 	m.RegisterEngine(metrics.EngineGauges{
 		ActiveRooms:         func() float64 { return float64(engine.Stats().ActiveRooms) },
 		ActiveParticipants:  func() float64 { return float64(engine.Stats().ActiveParticipants) },
 		ProjectMailboxDepth: func() float64 { return float64(engine.Stats().ProjectMailboxDepth) },
 		RoomMailboxDepth:    func() float64 { return float64(engine.Stats().RoomMailboxDepth) },
 	})
+	// Engine.Stop waits for the loops a successful Start begins, so a
+	// failed recovery has nothing here to stop.
 	if err := engine.Start(); err != nil {
-		return fail(fmt.Errorf("recovery: %w", err))
+		return fmt.Errorf("recovery: %w", err)
 	}
+	st.onFailure(engine.Stop)
+	st.s.engine = engine
+	return nil
+}
+
+// startWebhookSender gives the engine its webhook delivery client, which
+// starts the dispatcher.
+func (st *startup) startWebhookSender() error {
+	cfg := st.cfg
 	if cfg.WebhookAllowPrivate || cfg.WebhookExtraCAFile != "" {
 		slog.Warn("webhook testing settings are on: deliveries may reach private addresses or trust extra CAs; never in production")
 	}
-	sender := webhooks.NewClient(webhooks.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate,
+	sender := webhookdelivery.NewClient(webhookdelivery.ClientConfig{AllowPrivate: cfg.WebhookAllowPrivate,
 		ExtraCAFile: cfg.WebhookExtraCAFile, TimeoutSeconds: cfg.WebhookTimeoutSeconds})
 	if err := sender.Err(); err != nil {
-		engine.Stop()
-		return fail(fmt.Errorf("webhook client: %w", err))
+		return fmt.Errorf("webhook client: %w", err)
 	}
 	schedule, _ := cfg.RetrySchedule() // validated by config
-	engine.SetWebhookSender(sender, schedule)
-	s.engine = engine
+	st.s.engine.SetWebhookSender(sender, schedule)
+	return nil
+}
 
-	if s.apiLn, err = listenDraining(cfg.Listen); err != nil {
-		engine.Stop()
-		return fail(fmt.Errorf("listen %s: %w", cfg.Listen, err))
-	}
-	if s.metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-		_ = s.apiLn.Close()
-		engine.Stop()
-		return fail(fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err))
-	}
-	origin := cfg.DashboardOrigin(s.apiLn.Addr().String())
-	pay, err := newPayments(cfg, keys, clk, "http://"+s.apiLn.Addr().String(), origin)
+// setUpPayments builds the configured payment provider.
+func (st *startup) setUpPayments() error {
+	pay, err := newPayments(st.cfg, st.keys, st.clk, "http://"+st.s.apiLn.Addr().String(), st.origin)
 	if err != nil {
-		_ = s.apiLn.Close()
-		_ = s.metricsLn.Close()
-		engine.Stop()
-		return fail(err)
+		return err
 	}
-	mailer, err := newMailer(cfg, clk, origin)
-	if err == nil {
-		engine.SetMailer(mailer)
-	}
-	var google *googleauth.Provider
-	if err == nil {
-		google, err = newGoogle(cfg, keys, clk, origin)
-	}
+	st.pay = pay
+	return nil
+}
+
+// setUpMail gives the engine the dashboard's mail sender.
+func (st *startup) setUpMail() error {
+	mailer, err := newMailer(st.cfg, st.clk, st.origin)
 	if err != nil {
-		_ = s.apiLn.Close()
-		_ = s.metricsLn.Close()
-		engine.Stop()
-		return fail(err)
+		return err
 	}
-	apiSrv := api.New(engine, m, Version, cfg.TrustForwardedFor, pay)
-	apiSrv.SetGoogle(google)
-	s.api = apiSrv.NewFastHTTPServer()
-	adminToken, err := LoadOrCreateAdminToken(cfg.DataDir)
+	st.s.engine.SetMailer(mailer)
+	return nil
+}
+
+// setUpGoogle builds the Google sign-in provider (nil when it is off).
+func (st *startup) setUpGoogle() error {
+	google, err := newGoogle(st.cfg, st.keys, st.clk, st.origin)
 	if err != nil {
-		_ = s.apiLn.Close()
-		_ = s.metricsLn.Close()
-		engine.Stop()
-		return fail(err)
+		return err
 	}
-	s.metricsSrv = &fasthttp.Server{
+	st.google = google
+	return nil
+}
+
+// buildAPIServer builds the public API's HTTP server (it serves only once
+// every step succeeded).
+func (st *startup) buildAPIServer() error {
+	apiSrv := api.New(st.s.engine, st.m, Version, st.cfg.TrustForwardedFor, st.pay)
+	apiSrv.SetGoogle(st.google)
+	st.s.api = apiSrv.NewFastHTTPServer()
+	return nil
+}
+
+// buildPrivateServer loads the admin token and builds the private
+// listener's HTTP server.
+func (st *startup) buildPrivateServer() error {
+	adminToken, err := LoadOrCreateAdminToken(st.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	engine := st.s.engine
+	st.s.backups = &backups{cfg: st.cfg, store: st.s.store, now: st.clk.Now}
+	st.s.metricsSrv = &fasthttp.Server{
 		Name:               "rtcd-private",
 		ReadTimeout:        10 * time.Second,
 		WriteTimeout:       10 * time.Second,
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
-		Handler: privateHandler(engine, m.Handler(), adminToken,
-			mediaReportsHandler(engine, MediaReportKey(keys.MediaToken()), clk)),
+		Handler: withBackups(privateHandler(engine, st.m.Handler(), adminToken,
+			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk)),
+			st.s.backups, adminToken),
 	}
-	if cfg.MediaControlURL != "" {
-		remote, err := media.NewHTTPEngine(media.HTTPConfig{BaseURL: strings.TrimRight(cfg.MediaControlURL, "/"), Key: MediaReportKey(keys.MediaToken()), Clock: clk})
-		if err != nil {
-			engine.Stop()
-			return fail(fmt.Errorf("media control: %w", err))
-		}
-		engine.SetMedia(remote)
-		s.remoteMedia = remote
+	return nil
+}
+
+// connectRemoteMedia points the engine at a media node run on its own
+// (--media-control-url), when one is configured.
+func (st *startup) connectRemoteMedia() error {
+	if st.cfg.MediaControlURL == "" {
+		return nil
 	}
-	if mediaLn != nil {
-		_, listenPort, _ := net.SplitHostPort(cfg.MediaListen)
-		if s.media, err = startEmbeddedMedia(mediaLn, listenPort == "0", cfg.MediaNetwork(), engine, keys, clk); err != nil {
-			_ = s.apiLn.Close()
-			_ = s.metricsLn.Close()
-			engine.Stop()
-			return fail(fmt.Errorf("media node: %w", err))
-		}
+	remote, err := media.NewHTTPEngine(media.HTTPConfig{BaseURL: strings.TrimRight(st.cfg.MediaControlURL, "/"), Key: MediaReportKey(st.keys.MediaToken()), Clock: st.clk})
+	if err != nil {
+		return fmt.Errorf("media control: %w", err)
 	}
+	st.onFailure(func() {
+		// Flush what the engine queued meanwhile (a swept room's close),
+		// but do not let an unreachable node hold a failed start.
+		ctx, cancel := context.WithTimeout(context.Background(), remoteMediaFlushOnFailure)
+		defer cancel()
+		_ = remote.Close(ctx)
+	})
+	st.s.engine.SetMedia(remote)
+	st.s.remoteMedia = remote
+	return nil
+}
+
+// startEmbeddedMedia runs the built-in media node on the listener of
+// listen, when there is one.
+func (st *startup) startEmbeddedMedia() error {
+	if st.mediaLn == nil {
+		return nil
+	}
+	_, listenPort, _ := net.SplitHostPort(st.cfg.MediaListen)
+	node, err := startEmbeddedMedia(st.mediaLn, listenPort == "0", st.cfg.MediaNetwork(), st.s.engine, st.keys, st.clk)
+	if err != nil {
+		return fmt.Errorf("media node: %w", err)
+	}
+	st.onFailure(node.stop) // before the engine stops: it delivers the last reports
+	st.s.media = node
+	return nil
+}
+
+// serve starts serving the API and the private listener.
+func (st *startup) serve() {
+	s := st.s
 	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
 	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
-		"region", cfg.Region, "data_dir", cfg.DataDir, "version", Version)
-	return s, nil
+		"media", s.mediaDescription(), "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
 }
 
 // APIAddr is the API listener's address.
@@ -275,9 +437,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
 	s.engine.Stop()
+	// A backup still running (its request outlived the drain) finishes
+	// before the store closes under it; none starts after this.
+	s.backups.stop()
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}
+	_ = s.lock.Release()
 	return err
 }
 

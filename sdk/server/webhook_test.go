@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// signVectors were produced by rtcd/webhook.Sign (the server's signer) with
+// signVectors were produced by rtcd/webhooksig.Sign (the server's signer) with
 // a throwaway program in the root module; the first is also the example of
 // docs/webhooks.md.
 var signVectors = []struct {
