@@ -2,7 +2,6 @@
 # `make run` and `make test`. .ci/run calls `make test`.
 
 GO ?= go
-DATA_DIR ?= ./data
 TEST_TIMEOUT ?= 20m
 
 # Go files checked by gofmt: every .go file except caches, data and build output.
@@ -10,19 +9,25 @@ GOFILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './data
 
 NPM ?= npm
 
-.PHONY: run build test bench lint fmt vet web web-deps web-check sdk-web-test
+.PHONY: run build test bench lint fmt vet web web-deps web-check sdk-web-test sdk-node-check sdk-node-test
+
+# RUN_FLAGS are extra `rtcd serve` flags for `make run`. Every setting can
+# also come from its RTCD_ variable (RTCD_DATA_DIR, RTCD_LISTEN, ...: see
+# docs/configuration.md); make passes the environment through untouched.
+RUN_FLAGS ?=
 
 ## run: start rtcd on embedded defaults (Pebble in ./data, bootstrapped on first start),
-## after rebuilding the web dashboard when npm is there (the committed build otherwise)
+## or on the RTCD_ variables set and RUN_FLAGS, after rebuilding the web dashboard
+## when npm is there (the committed build otherwise)
 run:
 	@if command -v $(NPM) >/dev/null 2>&1; then $(MAKE) --no-print-directory web; \
 	else echo "npm not found: serving the committed dashboard build (web/dashboard/dist)"; fi
-	@$(GO) run ./cmd/rtcd serve --data-dir $(DATA_DIR)
+	@$(GO) run ./cmd/rtcd serve $(RUN_FLAGS)
 
 # The web code is one npm workspace (package.json at the root, its lock
 # committed). npm ci runs again only when a manifest or the lock changes.
 web-deps: node_modules/.package-lock.json
-node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json sdk/web/package.json
+node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json sdk/web/package.json sdk/node/package.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
@@ -50,23 +55,35 @@ build:
 SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 
 ## test: gofmt check, go vet, the web build check, then every test with the race detector
-## (the service, its browser tests in Chromium, and each SDK module)
+## (the service, its browser tests in Chromium, and each SDK module), then the Node SDK's
 test: fmt vet web-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 	@$(MAKE) --no-print-directory sdk-web-test
+	@$(MAKE) --no-print-directory sdk-node-test
 
 ## sdk-web-test: the web SDK's unit tests (node's test runner; its browser tests are in e2e)
 sdk-web-test: web-deps
 	@echo "--- sdk/web"
 	$(NPM) run --silent --workspace sdk/web test
 
+# The Node server SDK (sdk/node, docs/sdks.md) is a package of the npm
+# workspace. Its checks regenerate the OpenAPI types it is compared with.
+## sdk-node-check: the Node SDK's strict type-check (its types against docs/openapi.yaml too)
+sdk-node-check: web-deps
+	$(NPM) run --silent --workspace sdk/node check
+
+## sdk-node-test: the Node SDK's tests (node's test runner) against an rtcd they build and start
+sdk-node-test: web-deps
+	@echo "--- sdk/node"
+	$(NPM) run --silent --workspace sdk/node test
+
 ## bench: a smoke run of every benchmark (100 iterations each)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=100x ./...
 
-## lint: gofmt check, go vet and the web type-check
-lint: fmt vet web-check
+## lint: gofmt check, go vet and the web and Node SDK type-checks
+lint: fmt vet web-check sdk-node-check
 
 ## fmt: fail when a Go file is not gofmt-formatted
 fmt:
@@ -82,8 +99,13 @@ vet:
 # runs the connect scenario against it and the baseline, and stops it.
 LOADTEST_ARGS ?= -local -scenario connect -duration 10s -concurrency 64 -with-baseline
 
-.PHONY: loadtest
+.PHONY: loadtest loadtest-media-smoke
 
 ## loadtest: run the load test suite (go run ./loadtest $(LOADTEST_ARGS)); see loadtest/README.md
 loadtest:
 	$(GO) run ./loadtest $(LOADTEST_ARGS)
+
+## loadtest-media-smoke: a short media scenario (WebRTC through the built binary's media node and the plain
+## pion forwarder, about 30 s) so the scenario keeps working; its figures mean nothing on a CI machine
+loadtest-media-smoke:
+	$(GO) run ./loadtest -local -scenario media -duration 3s -media-rooms 1 -media-publishers 2 -media-subscribers 2 -quiet

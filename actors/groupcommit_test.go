@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 	"rtcd/internal/walgate"
 	"rtcd/persistence"
@@ -108,12 +109,12 @@ func TestRoomActorDoesNotWaitForFsync(t *testing.T) {
 	gate.Hold()
 	removed := ask(func() (Result, *apierr.Error) { return e.RemoveParticipant(caller, roomID, partID) })
 	waitUntil(t, "the removal is visible to a read", func() bool {
-		return statusOf(e.GetParticipant(caller, roomID, partID)) == ParticipantRemoved
+		return statusOf(e.GetParticipant(caller, roomID, partID)) == room.ParticipantRemoved
 	})
 	awaitSignal(t, gate.Waiting(), "the removal's WAL sync reaches the gate")
 	deleted := ask(func() (Result, *apierr.Error) { return e.DeleteRoom(caller, roomID) })
 	waitUntil(t, "the room's deletion, the second command, is applied while the first one's fsync is held", func() bool {
-		return statusOf(e.GetRoom(caller, roomID)) == RoomEnded
+		return statusOf(e.GetRoom(caller, roomID)) == room.RoomEnded
 	})
 	select {
 	case a := <-removed:

@@ -1,14 +1,11 @@
 package actors
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
-	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/apierr"
-	"rtcd/persistence"
 )
 
 // Idempotency (spec 8.5). A key is scoped to the caller within a project:
@@ -26,9 +23,6 @@ import (
 
 // MaxIdempotencyKeyBytes bounds the Idempotency-Key header.
 const MaxIdempotencyKeyBytes = 255
-
-// idemSealedHeaderBytes: request hash (32) + created at (8) + status (2).
-const idemSealedHeaderBytes = 32 + 8 + 2
 
 // IdempotencyRequest identifies one request made with an Idempotency-Key.
 type IdempotencyRequest struct {
@@ -49,186 +43,32 @@ func HashRequest(method, path string, body []byte) [32]byte {
 	return out
 }
 
-// idemPending is an in-flight idempotent request, carried in the create
-// command so the executing actor can write the record in its batch.
-type idemPending struct {
-	projectID   string
-	scope       [32]byte
-	requestHash [32]byte
-}
-
-// storeKey is id/<projectID>/<scope>: per project, so the project actor can
-// sweep its own expired records while it knows which keys are in flight.
-func (p *idemPending) storeKey() []byte {
-	k := persistence.IndexPrefix(persistence.PrefixIdem, p.projectID)
-	return append(k, p.scope[:]...)
-}
-
-func idemScope(projectID, callerID, key string) [32]byte {
-	return sha256.Sum256([]byte(projectID + "\x00" + callerID + "\x00" + key))
-}
-
-// sealAt encrypts a stored response for p, created at now.
-func (e *Engine) sealAt(p *idemPending, status int, body []byte, now time.Time) []byte {
-	plain := make([]byte, idemSealedHeaderBytes, idemSealedHeaderBytes+len(body))
-	copy(plain, p.requestHash[:])
-	binary.BigEndian.PutUint64(plain[32:], uint64(now.UnixNano()))
-	binary.BigEndian.PutUint16(plain[40:], uint16(status))
-	plain = append(plain, body...)
-	nonce := make([]byte, e.aead.NonceSize(), e.aead.NonceSize()+len(plain)+e.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	return e.aead.Seal(nonce, nonce, plain, p.storeKey())
-}
-
-type storedResponse struct {
-	requestHash [32]byte
-	createdAt   time.Time
-	status      int
-	body        []byte
-}
-
-// open decrypts a stored response; ok is false when it cannot be read.
-func (e *Engine) open(storeKey, sealed []byte) (storedResponse, bool) {
-	var r storedResponse
-	n := e.aead.NonceSize()
-	if len(sealed) < n {
-		return r, false
-	}
-	plain, err := e.aead.Open(nil, sealed[:n], sealed[n:], storeKey)
-	if err != nil || len(plain) < idemSealedHeaderBytes {
-		return r, false
-	}
-	copy(r.requestHash[:], plain)
-	r.createdAt = time.Unix(0, int64(binary.BigEndian.Uint64(plain[32:])))
-	r.status = int(binary.BigEndian.Uint16(plain[40:]))
-	r.body = plain[idemSealedHeaderBytes:]
-	return r, true
-}
-
-// lookupStored returns the stored response for p, if any, and whether it is
-// still within the retention.
-func (e *Engine) lookupStored(p *idemPending) (r storedResponse, found, fresh bool) {
-	key := p.storeKey()
-	sealed, err := e.store.Get(key)
-	if err != nil {
-		return storedResponse{}, false, false
-	}
-	r, ok := e.open(key, sealed)
-	if !ok {
-		return storedResponse{}, false, false
-	}
-	return r, true, e.clock.Now().Sub(r.createdAt) < idempotencyRetention
-}
-
-// idemBegin asks the project actor to admit an idempotent request.
-type idemBegin struct {
-	replyTo
-	pending *idemPending
-}
-
-// idemEnd tells the project actor the request finished (either way).
-type idemEnd struct {
-	scope [32]byte
-}
-
 // idempotent runs op at most once per (caller, key) within the project.
-func (e *Engine) idempotent(c *Caller, req *IdempotencyRequest, op func(p *idemPending) reply) reply {
+func (e *Engine) idempotent(c *core.Caller, req *IdempotencyRequest, op func(p *core.IdemPending) core.Reply) core.Reply {
 	if req == nil || req.Key == "" {
 		return op(nil)
 	}
 	h, ok := e.project(c.ProjectID)
 	if !ok {
-		return reply{err: apierr.New(apierr.AuthenticationFailed, "the project of this credential no longer exists")}
+		return core.Reply{Err: apierr.New(apierr.AuthenticationFailed, "the project of this credential no longer exists")}
 	}
-	p := &idemPending{projectID: c.ProjectID, scope: idemScope(c.ProjectID, c.ActorID, req.Key), requestHash: req.RequestHash}
-	r := e.ask(h.pid, &idemBegin{pending: p})
-	if r.err != nil || r.replayed {
+	p := &core.IdemPending{ProjectID: c.ProjectID, Scope: core.IdemScope(c.ProjectID, c.ActorID, req.Key), RequestHash: req.RequestHash}
+	r := e.ask(h.pid, project.IdemBegin{Pending: *p})
+	if r.Err != nil || r.Replayed {
 		return r
 	}
 	res := op(p)
-	e.system.Root.Send(h.pid, &idemEnd{scope: p.scope})
+	e.system.Root.Send(h.pid, project.IdemEnd{Scope: p.Scope})
 	return res
 }
 
 // createInProject runs a create that the caller's project actor performs,
 // at most once per Idempotency-Key (cmd receives the pending key to seal
 // the response into the create's own batch).
-func (e *Engine) createInProject(c *Caller, req *IdempotencyRequest, cmd func(ip *idemPending) command) (Result, *apierr.Error) {
+func (e *Engine) createInProject(c *core.Caller, req *IdempotencyRequest, cmd func(ip *core.IdemPending) any) (Result, *apierr.Error) {
 	h, err := e.projectOf(c)
 	if err != nil {
 		return Result{}, err
 	}
-	return result(e.idempotent(c, req, func(ip *idemPending) reply { return e.ask(h.pid, cmd(ip)) }))
-}
-
-// checkIdempotency is the project actor's rule for an arriving key.
-func (e *Engine) checkIdempotency(inFlight map[[32]byte]time.Time, p *idemPending) reply {
-	now := e.clock.Now()
-	if started, busy := inFlight[p.scope]; busy && now.Sub(started) < idempotencyInFlightTimeout {
-		return reply{err: apierr.New(apierr.IdempotencyInProgress,
-			"a request with this Idempotency-Key is still in progress; retry after it completes")}
-	}
-	stored, found, fresh := e.lookupStored(p)
-	if found && !fresh {
-		// Expired: the key is free again. Its old expiry index entry goes
-		// now, so the sweep can never delete the record about to replace it.
-		b := e.store.NewBatch()
-		_ = b.Delete(expiryIndexKey(p.projectID, stored.createdAt.UnixNano(), p.scope), nil)
-		e.store.Commit(b, nil)
-	}
-	if found && fresh {
-		if stored.requestHash != p.requestHash {
-			return reply{err: apierr.New(apierr.Conflict,
-				"this Idempotency-Key was already used with a different method, path or body").
-				WithDetails("reason", "idempotency_key_reused")}
-		}
-		return reply{status: stored.status, body: stored.body, replayed: true}
-	}
-	inFlight[p.scope] = now
-	return reply{}
-}
-
-// idempotencySweepBatch bounds how many expired records one sweep deletes.
-const idempotencySweepBatch = 1000
-
-// expiryIndexKey is ie/<projectID>/<createdNanos:8><scope:32>: records in the
-// order they expire, so a sweep reads only what has expired.
-func expiryIndexKey(projectID string, createdNanos int64, scope [32]byte) []byte {
-	k := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
-	k = binary.BigEndian.AppendUint64(k, uint64(createdNanos))
-	return append(k, scope[:]...)
-}
-
-// putStored writes the sealed response of p and its expiry index entry into b.
-func (e *Engine) putStored(b *pebble.Batch, p *idemPending, status int, body []byte) {
-	now := e.clock.Now()
-	_ = b.Set(p.storeKey(), e.sealAt(p, status, body, now), nil)
-	_ = b.Set(expiryIndexKey(p.projectID, now.UnixNano(), p.scope), nil, nil)
-}
-
-// sweepExpired deletes, into b, up to idempotencySweepBatch records whose
-// retention has passed, oldest first, without decrypting anything. Called by
-// the project actor, the only one admitting keys: a key in flight is
-// skipped (its old record is replaced by the request under way), and a key
-// re-admitted after expiry had its old index entry removed at admission.
-func (e *Engine) sweepExpired(b *pebble.Batch, projectID string, inFlight map[[32]byte]time.Time) int {
-	prefix := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
-	cutoff := e.clock.Now().Add(-idempotencyRetention).UnixNano()
-	n := 0
-	_ = e.store.Scan(prefix, idempotencySweepBatch, func(key, _ []byte) bool {
-		rest := key[len(prefix):]
-		if len(rest) != 8+32 || int64(binary.BigEndian.Uint64(rest)) > cutoff {
-			return false // the rest expire later
-		}
-		var scope [32]byte
-		copy(scope[:], rest[8:])
-		_ = b.Delete(append([]byte(nil), key...), nil)
-		if _, busy := inFlight[scope]; !busy {
-			p := idemPending{projectID: projectID, scope: scope}
-			_ = b.Delete(p.storeKey(), nil)
-		}
-		n++
-		return true
-	})
-	return n
+	return result(e.idempotent(c, req, func(ip *core.IdemPending) core.Reply { return e.ask(h.pid, cmd(ip)) }))
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors/core"
 	"rtcd/persistence"
 )
 
@@ -31,18 +32,18 @@ func TestIdempotencySweepDeletesOnlyExpired(t *testing.T) {
 	}
 	records := persistence.IndexPrefix(persistence.PrefixIdem, caller.ProjectID)
 	index := persistence.IndexPrefix(persistence.PrefixIdemExp, caller.ProjectID)
-	if n, m := countKeys(t, e.store, records), countKeys(t, e.store, index); n != 4 || m != 4 {
+	if n, m := countKeys(t, e.env.Store, records), countKeys(t, e.env.Store, index); n != 4 || m != 4 {
 		t.Fatalf("before sweep: %d records, %d index entries", n, m)
 	}
 	clk.Advance(12*time.Hour + time.Second) // a, b, c are 24h+1s old; d is 12h+1s old
 	h, _ := e.project(caller.ProjectID)
-	e.system.Root.Send(h.pid, sweep{})
+	e.system.Root.Send(h.pid, core.Sweep{})
 	// A command queued behind the sweep: once it answers, the sweep is done.
 	if _, err := e.CreateAPIKey(caller, &APIKeyParams{Scopes: []string{"rooms:read"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitDurable(t, e)
-	if n, m := countKeys(t, e.store, records), countKeys(t, e.store, index); n != 1 || m != 1 {
+	if n, m := countKeys(t, e.env.Store, records), countKeys(t, e.env.Store, index); n != 1 || m != 1 {
 		t.Fatalf("after sweep: %d records, %d index entries, want 1 and 1", n, m)
 	}
 	// d still replays; a is fresh again and creates a new room.
@@ -60,7 +61,7 @@ func TestIdempotencySweepDeletesOnlyExpired(t *testing.T) {
 // before it is then durable and visible.
 func waitDurable(t *testing.T, e *Engine) {
 	t.Helper()
-	if err := e.store.CommitAndWait(e.store.NewBatch()); err != nil {
+	if err := e.env.Store.CommitAndWait(e.env.Store.NewBatch()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
+	"rtcd/actors/room"
 	"rtcd/clock"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -20,16 +22,16 @@ type joinedRoom struct {
 	t      *testing.T
 	e      *Engine
 	clk    *clock.Fake
-	caller *Caller
+	caller *core.Caller
 	roomID string
-	joined MediaJoin
+	joined room.MediaJoin
 }
 
 func newJoinedRoom(t *testing.T, nodeOnItsOwn bool) *joinedRoom {
 	t.Helper()
-	e, clk, caller := newTestEngineWith(t, persistence.Options{}, func(s *Settings) {
+	e, clk, caller := newTestEngineWith(t, persistence.Options{}, func(s *core.Settings) {
 		s.MediaNodeRunsOnItsOwn = nodeOnItsOwn
-		s.Billing = Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60 * perSecondMicros, SettleInterval: time.Minute}
+		s.Billing = core.Billing{Enabled: true, Currency: "USD", ParticipantMinutePrice: 60 * perSecondMicros, SettleInterval: time.Minute}
 	})
 	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
 	if aerr != nil {
@@ -55,9 +57,9 @@ func newJoinedRoom(t *testing.T, nodeOnItsOwn bool) *joinedRoom {
 		t.Fatal(err)
 	}
 	n := &joinedRoom{t: t, e: e, clk: clk, caller: caller, roomID: roomID,
-		joined: MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()}}
+		joined: room.MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()}}
 	e.MediaJoined(n.joined)
-	waitUntil(t, "the participant joined", func() bool { return n.status() == ParticipantJoined })
+	waitUntil(t, "the participant joined", func() bool { return n.status() == room.ParticipantJoined })
 	n.sweep() // the first settlement, at the join: lastSettle on the minute's grid
 	return n
 }
@@ -68,7 +70,7 @@ func (n *joinedRoom) status() string {
 
 // presence is the node's snapshot now, showing the participant.
 func (n *joinedRoom) presence() {
-	n.e.MediaPresence(MediaPresence{NodeID: "solo", At: n.clk.Now(), Sessions: []MediaJoin{n.joined}})
+	n.e.MediaPresence(room.MediaPresence{NodeID: "solo", At: n.clk.Now(), Sessions: []room.MediaJoin{n.joined}})
 }
 
 // sweep runs one sweep of the room and returns once it is done (a command
@@ -76,7 +78,7 @@ func (n *joinedRoom) presence() {
 func (n *joinedRoom) sweep() {
 	n.t.Helper()
 	rh, _ := n.e.room(n.roomID)
-	n.e.system.Root.Send(rh.pid, sweep{})
+	n.e.system.Root.Send(rh.pid, core.Sweep{})
 	if _, aerr := n.e.RemoveParticipant(n.caller, n.roomID, ids.New(ids.Participant)); aerr == nil || aerr.Code != "participant_not_found" {
 		n.t.Fatalf("barrier command behind the sweep: %v", aerr)
 	}
@@ -88,14 +90,14 @@ func (n *joinedRoom) charged() int64 {
 	waitDurable(n.t, n.e)
 	var balance int64
 	waitUntil(n.t, "the wallet applies the pending charges", func() bool {
-		if countKeys(n.t, n.e.store, []byte(persistence.PrefixCharge)) != 0 {
+		if countKeys(n.t, n.e.env.Store, []byte(persistence.PrefixCharge)) != 0 {
 			return false
 		}
 		w, aerr := n.e.readWallet(n.caller)
 		if aerr != nil {
 			n.t.Fatal(aerr)
 		}
-		balance = w.balance
+		balance = w.Balance
 		return true
 	})
 	return -balance
@@ -114,7 +116,7 @@ func TestSettlementStopsAtTheNodesLastSnapshot(t *testing.T) {
 	if got := n.charged(); got != 55*perSecondMicros {
 		t.Fatalf("settled %d micro-units, want %d: 55 s, up to the node's last snapshot", got, 55*perSecondMicros)
 	}
-	if st := n.status(); st != ParticipantJoined {
+	if st := n.status(); st != room.ParticipantJoined {
 		t.Fatalf("participant %s after 10 s of silence, want still joined", st)
 	}
 }
@@ -122,11 +124,11 @@ func TestSettlementStopsAtTheNodesLastSnapshot(t *testing.T) {
 // usageSeconds is the participant-seconds finalized for the session.
 func (n *joinedRoom) usageSeconds() int64 {
 	n.t.Helper()
-	v, err := n.e.store.Get(persistence.Key(persistence.PrefixUsage, n.caller.ProjectID+"/2026-11-22/"+n.joined.SessionID))
+	v, err := n.e.env.Store.Get(persistence.Key(persistence.PrefixUsage, n.caller.ProjectID+"/2026-11-22/"+n.joined.SessionID))
 	if err != nil {
 		n.t.Fatalf("usage record of the session: %v", err)
 	}
-	var rec UsageRecord
+	var rec room.UsageRecord
 	if err := json.Unmarshal(v, &rec); err != nil {
 		n.t.Fatal(err)
 	}
@@ -145,19 +147,19 @@ func TestSilentNodeOnItsOwnEndsSessionsOnce(t *testing.T) {
 	// The wall clock jumps an hour ahead (an NTP correction): no time passed.
 	n.clk.Step(time.Hour)
 	n.sweep()
-	if st := n.status(); st != ParticipantJoined {
+	if st := n.status(); st != room.ParticipantJoined {
 		t.Fatalf("participant %s after a wall-clock step, want still joined: a step is no silence", st)
 	}
 
-	n.clk.Advance(mediaPresenceTimeout)
+	n.clk.Advance(room.MediaPresenceTimeout)
 	n.sweep()
-	if st := n.status(); st != ParticipantJoined {
-		t.Fatalf("participant %s after exactly %s of silence, want still joined", st, mediaPresenceTimeout)
+	if st := n.status(); st != room.ParticipantJoined {
+		t.Fatalf("participant %s after exactly %s of silence, want still joined", st, room.MediaPresenceTimeout)
 	}
 	n.clk.Advance(time.Second)
 	n.sweep()
-	if st := n.status(); st != ParticipantLeft {
-		t.Fatalf("participant %s after %s of silence, want left", st, mediaPresenceTimeout+time.Second)
+	if st := n.status(); st != room.ParticipantLeft {
+		t.Fatalf("participant %s after %s of silence, want left", st, room.MediaPresenceTimeout+time.Second)
 	}
 	if got := n.usageSeconds(); got != 30 {
 		t.Fatalf("session finalized with %d s, want 30: it ends at the node's last snapshot", got)
@@ -176,7 +178,7 @@ func TestEmbeddedNodeSilenceEndsNothing(t *testing.T) {
 	n := newJoinedRoom(t, false)
 	n.clk.Advance(time.Hour)
 	n.sweep()
-	if st := n.status(); st != ParticipantJoined {
+	if st := n.status(); st != room.ParticipantJoined {
 		t.Fatalf("participant %s after an hour without presence from the embedded node, want still joined", st)
 	}
 }

@@ -3,10 +3,17 @@ package actors
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
+	"rtcd/actors/directory"
+	"rtcd/actors/project"
+	"rtcd/actors/room"
 	"rtcd/apierr"
+	"rtcd/mail"
+	"rtcd/webhookdelivery"
 )
 
 // Named bounds of request fields. docs/api.md lists them.
@@ -23,16 +30,8 @@ const (
 	ParticipantExpiresInMaxSeconds     = 24 * 3600
 	ParticipantExpiresInDefaultSeconds = 3600
 
-	// MaxParticipantSessionsPerRoom bounds how many participant sessions one
-	// room can ever create, so a room's state and snapshot stay bounded.
-	MaxParticipantSessionsPerRoom = 10000
-
 	// MaxAPIKeyNameBytes bounds an API key's name.
 	MaxAPIKeyNameBytes = 128
-	// MaxActiveAPIKeysPerProject is the spec's fixed limit (section 8).
-	MaxActiveAPIKeysPerProject = 50
-	// APIKeyCreatesPerMinute is the spec's fixed abuse guard (section 8).
-	APIKeyCreatesPerMinute = 20
 )
 
 // RoomParams is the body of POST /v1/rooms. Pointers tell absent from zero.
@@ -149,55 +148,38 @@ func compactJSON(m json.RawMessage) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// validatedRoom holds RoomParams after the checks that need no state.
-type validatedRoom struct {
-	name            string
-	maxParticipants int // 0: the project's max_participants_per_room
-	expiresInSecs   int
-	region          string
-	metadata        json.RawMessage
-}
-
-func validateRoom(p *RoomParams, serverRegion string) (validatedRoom, *apierr.Error) {
-	var v validatedRoom
+func validateRoom(p *RoomParams, serverRegion string) (project.NewRoom, *apierr.Error) {
+	var v project.NewRoom
 	if err := checkOptionalText("name", p.Name, MaxNameBytes); err != nil {
 		return v, err
 	}
 	if p.Name != nil {
-		v.name = *p.Name
+		v.Name = *p.Name
 	}
 	if p.MaxParticipants != nil {
 		if *p.MaxParticipants < 1 {
 			return v, apierr.Invalid("max_participants", "max_participants must be at least 1")
 		}
-		v.maxParticipants = *p.MaxParticipants
+		v.MaxParticipants = *p.MaxParticipants
 	}
 	secs, err := checkSeconds("expires_in", p.ExpiresIn, RoomExpiresInMinSeconds, RoomExpiresInMaxSeconds, RoomExpiresInDefaultSeconds)
 	if err != nil {
 		return v, err
 	}
-	v.expiresInSecs = secs
-	v.region = serverRegion
+	v.ExpiresInSeconds = secs
+	v.Region = serverRegion
 	if p.Region != nil && *p.Region != serverRegion {
 		return v, apierr.Invalid("region", "region must be %q, the region this server runs in", serverRegion).
 			WithDetails("allowed", []string{serverRegion})
 	}
-	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+	if v.Metadata, err = checkMetadata(p.Metadata); err != nil {
 		return v, err
 	}
 	return v, nil
 }
 
-type validatedParticipant struct {
-	externalID    string
-	name          string
-	role          string
-	expiresInSecs int
-	metadata      json.RawMessage
-}
-
-func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Error) {
-	var v validatedParticipant
+func validateParticipant(p *ParticipantParams) (room.NewParticipant, *apierr.Error) {
+	var v room.NewParticipant
 	if err := checkOptionalText("external_id", p.ExternalID, MaxExternalIDBytes); err != nil {
 		return v, err
 	}
@@ -205,28 +187,179 @@ func validateParticipant(p *ParticipantParams) (validatedParticipant, *apierr.Er
 		return v, err
 	}
 	if p.ExternalID != nil {
-		v.externalID = *p.ExternalID
+		v.ExternalID = *p.ExternalID
 	}
 	if p.Name != nil {
-		v.name = *p.Name
+		v.Name = *p.Name
 	}
-	v.role = RolePublisher
+	v.Role = room.RolePublisher
 	if p.Role != nil {
 		switch *p.Role {
-		case RolePublisher, RoleSubscriber:
-			v.role = *p.Role
+		case room.RolePublisher, room.RoleSubscriber:
+			v.Role = *p.Role
 		default:
-			return v, apierr.Invalid("role", "role must be %q or %q", RolePublisher, RoleSubscriber).
-				WithDetails("allowed", []string{RolePublisher, RoleSubscriber})
+			return v, apierr.Invalid("role", "role must be %q or %q", room.RolePublisher, room.RoleSubscriber).
+				WithDetails("allowed", []string{room.RolePublisher, room.RoleSubscriber})
 		}
 	}
 	secs, err := checkSeconds("expires_in", p.ExpiresIn, ParticipantExpiresInMinSeconds, ParticipantExpiresInMaxSeconds, ParticipantExpiresInDefaultSeconds)
 	if err != nil {
 		return v, err
 	}
-	v.expiresInSecs = secs
-	if v.metadata, err = checkMetadata(p.Metadata); err != nil {
+	v.ExpiresInSeconds = secs
+	if v.Metadata, err = checkMetadata(p.Metadata); err != nil {
 		return v, err
 	}
 	return v, nil
+}
+
+// Request bodies of the dashboard routes. Pointers tell absent from zero.
+type (
+	// EmailStartParams is the body of POST /v1/auth/email/start.
+	EmailStartParams struct {
+		Email           *string `json:"email"`
+		InvitationToken *string `json:"invitation_token"`
+	}
+	// EmailTokenParams is the body of POST /v1/auth/email/peek and verify.
+	EmailTokenParams struct {
+		Token *string `json:"token"`
+	}
+	// NameParams is the body of PATCH /v1/me, POST and PATCH of accounts
+	// and projects.
+	NameParams struct {
+		Name *string `json:"name"`
+	}
+	// MemberParams is the body of PATCH /v1/accounts/{id}/members/{user_id}.
+	MemberParams struct {
+		Role *string `json:"role"`
+	}
+	// InvitationParams is the body of POST /v1/accounts/{id}/invitations.
+	InvitationParams struct {
+		Email *string `json:"email"`
+		Role  *string `json:"role"`
+	}
+	// AcceptParams is the body of POST /v1/invitations/accept.
+	AcceptParams struct {
+		InvitationToken *string `json:"invitation_token"`
+	}
+)
+
+// Bounds of the dashboard's request fields.
+const (
+	// MaxDisplayNameBytes bounds user, workspace and project names.
+	MaxDisplayNameBytes = 128
+	// maxPlausibleEmailBytes: a longer "address" is not one (RFC 5321).
+	maxPlausibleEmailBytes = mail.MaxAddressBytes
+	// SignInStartsPerIPPerMinute limits POST /v1/auth/email/start per
+	// source IP (429); the per-address limit is SignInMailsPerAddressPerHour.
+	SignInStartsPerIPPerMinute = 10
+	// SignInAttemptsPerIPPerMinute limits peek, verify and Google sign-in
+	// per source IP (429).
+	SignInAttemptsPerIPPerMinute = 30
+)
+
+// emailStartAccepted is the one body of POST /v1/auth/email/start: the same
+// bytes whether or not the address has an account, is malformed but
+// plausible, or is over its limit, so the answer tells nothing.
+var emailStartAccepted = []byte(`{"object":"email_sign_in","status":"accepted","message":"If the address can sign in, a link is on its way."}`)
+
+// EmailStartAccepted returns the 202 body of POST /v1/auth/email/start.
+func EmailStartAccepted() []byte { return append([]byte(nil), emailStartAccepted...) }
+
+// normalizeEmail trims and lowercases an address; ok is false when it is
+// not even plausible (no @, too long, control characters): those get 400.
+func normalizeEmail(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || len(s) > maxPlausibleEmailBytes || strings.Count(s, "@") != 1 || strings.HasPrefix(s, "@") || strings.HasSuffix(s, "@") {
+		return "", false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == ' ' {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// deliverableEmail normalizes an address and reports whether mail can be
+// sent to it: plausible (normalizeEmail) and a valid bare address.
+func deliverableEmail(s string) (string, bool) {
+	email, ok := normalizeEmail(s)
+	if !ok {
+		return "", false
+	}
+	_, err := mail.ParseAddress(email)
+	return email, err == nil
+}
+
+func checkDisplayName(p *NameParams, required bool) (string, *apierr.Error) {
+	if p.Name == nil {
+		if required {
+			return "", apierr.Invalid("name", "name is required")
+		}
+		return "", nil
+	}
+	if err := checkText("name", p.Name, MaxDisplayNameBytes); err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(*p.Name)
+	if name == "" {
+		return "", apierr.Invalid("name", "name must not be empty")
+	}
+	return name, nil
+}
+
+func validRole(role string) bool {
+	return role == directory.RoleOwner || role == directory.RoleAdmin || role == directory.RoleMember
+}
+
+// EndpointParams is the body of POST /v1/webhook-endpoints.
+type EndpointParams struct {
+	URL    *string  `json:"url"`
+	Events []string `json:"events"`
+}
+
+// validateEndpoint checks a create request: an https URL that is not a
+// forbidden destination, and known, distinct event types. An omitted events
+// list subscribes to every type; an empty one is refused (it would receive
+// nothing).
+func (e *Engine) validateEndpoint(p *EndpointParams) (string, []string, *apierr.Error) {
+	if p.URL == nil || *p.URL == "" {
+		return "", nil, apierr.Invalid("url", "url is required: the https address that receives events")
+	}
+	u, err := webhookdelivery.CheckURL(*p.URL, e.env.Settings.WebhookAllowPrivate)
+	if err != nil {
+		return "", nil, apierr.Invalid("url", "url is not allowed: %v", err)
+	}
+	if p.Events == nil {
+		return u.String(), nil, nil
+	}
+	if len(p.Events) == 0 {
+		return "", nil, apierr.Invalid("events", "events must list at least one event type, or be omitted for all").
+			WithDetails("allowed", core.EventTypes)
+	}
+	if len(p.Events) > len(core.EventTypes) {
+		return "", nil, apierr.Invalid("events", "events may list at most %d types", len(core.EventTypes))
+	}
+	seen := map[string]bool{}
+	for _, t := range p.Events {
+		known := false
+		for _, k := range core.EventTypes {
+			known = known || k == t
+		}
+		if !known {
+			return "", nil, apierr.Invalid("events", "unknown event type %q", t).WithDetails("allowed", core.EventTypes)
+		}
+		if seen[t] {
+			return "", nil, apierr.Invalid("events", "event type %q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	return u.String(), append([]string(nil), p.Events...), nil
+}
+
+// TopupParams is the body of POST /v1/billing/topups.
+type TopupParams struct {
+	Amount *string `json:"amount"`
+	Method *string `json:"method"`
 }

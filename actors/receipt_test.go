@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/actors/core"
+	"rtcd/actors/wallet"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
@@ -23,9 +25,9 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	dir := t.TempDir()
 	keys, _ := auth.DeriveKeys(make([]byte, 32))
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	billing := Billing{Enabled: true, Currency: "USD", BootstrapCredit: 10_000_000, TopupExpiry: time.Hour}
-	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
-		DefaultLimits: Limits{MaxActiveRooms: 1, MaxActiveParticipants: 1, MaxParticipantsPerRoom: 1,
+	billing := core.Billing{Enabled: true, Currency: "USD", BootstrapCredit: 10_000_000, TopupExpiry: time.Hour}
+	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc",
+		DefaultLimits: core.Limits{MaxActiveRooms: 1, MaxActiveParticipants: 1, MaxParticipantsPerRoom: 1,
 			RoomCreatesPerMinute: 1, ParticipantCreatesPerMinute: 1, ConnectRequestsPerMinute: 1},
 		ConnectPerIPPerMinute: 1, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000, Billing: billing}
 	open := func() (*persistence.Store, *Engine) {
@@ -48,10 +50,10 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 		return store, e
 	}
 	store, e := open()
-	var caller *Caller
-	for _, rec := range *e.apiKeys.m.Load() { // the bootstrap key is the only one
-		caller = &Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
-	}
+	var caller *core.Caller
+	e.env.APIKeys.Range(func(rec *core.KeyRecord) { // the bootstrap key is the only one
+		caller = &core.Caller{ProjectID: rec.ProjectID, ActorType: "api_key", ActorID: rec.KeyID, Scopes: rec.Scopes}
+	})
 	account := e.limitsAccount(caller)
 	amount := "25.00"
 	checkout := func(context.Context, string, string, money.Micros, string, string, time.Time) (Checkout, error) {
@@ -62,8 +64,8 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 		t.Fatal(aerr)
 	}
 	paymentID := decodeTopup(t, res.Body).PaymentID
-	paid := PaymentUpdate{Provider: "stripe", ProviderEventID: "evt_1", PaymentID: paymentID, ProviderRef: "cs_test_1",
-		Status: PaymentSucceeded, Amount: 25_000_000, At: clk.Now()}
+	paid := wallet.PaymentUpdate{Provider: "stripe", ProviderEventID: "evt_1", PaymentID: paymentID, ProviderRef: "cs_test_1",
+		Status: wallet.PaymentSucceeded, Amount: 25_000_000, At: clk.Now()}
 
 	var asked []string
 	lookup := func(url string, err error) ReceiptFunc {
@@ -72,10 +74,10 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 			return url, err
 		}
 	}
-	state := func(e *Engine) (Topup, money.Micros) {
+	state := func(e *Engine) (wallet.Topup, money.Micros) {
 		w, _ := e.wallet(account)
-		r := e.ask(w.pid, &getWallet{})
-		return e.ask(w.pid, &getTopup{paymentID: paymentID}).value.(Topup), money.Micros(r.value.(walletReading).balance)
+		r := e.ask(w.pid, wallet.Read{})
+		return e.ask(w.pid, wallet.GetTopup{PaymentID: paymentID}).Value.(wallet.Topup), money.Micros(r.Value.(wallet.Reading).Balance)
 	}
 
 	// The provider's API fails: credited anyway, answered 503.
@@ -83,7 +85,7 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	if aerr == nil || aerr.Code != apierr.ServiceUnavailable || apierr.StatusOf(aerr) != 503 {
 		t.Fatalf("ApplyPayment with the receipt lookup failing = %v, want 503 service_unavailable", aerr)
 	}
-	if top, bal := state(e); top.Status != PaymentSucceeded || top.ReceiptURL != "" || bal != 35_000_000 {
+	if top, bal := state(e); top.Status != wallet.PaymentSucceeded || top.ReceiptURL != "" || bal != 35_000_000 {
 		t.Fatalf("after a failed lookup: %s, receipt %q, balance %s; want succeeded, no receipt, 35.00", top.Status, top.ReceiptURL, bal)
 	}
 
@@ -92,7 +94,7 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 	if aerr := e.ApplyPayment(context.Background(), paid, lookup(receipt, nil)); aerr != nil {
 		t.Fatalf("redelivery: %v", aerr)
 	}
-	if top, bal := state(e); top.Status != PaymentSucceeded || top.ReceiptURL != receipt || bal != 35_000_000 {
+	if top, bal := state(e); top.Status != wallet.PaymentSucceeded || top.ReceiptURL != receipt || bal != 35_000_000 {
 		t.Fatalf("after the redelivery: %s, receipt %q, balance %s; want succeeded, the receipt, 35.00", top.Status, top.ReceiptURL, bal)
 	}
 	if len(asked) != 2 || asked[0] != "cs_test_1" || asked[1] != "cs_test_1" {

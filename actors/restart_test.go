@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"rtcd/actors/core"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -88,7 +89,7 @@ var jsonUnmarshal = func(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // newTestEngine starts an engine on a fresh store with a bootstrapped
 // workspace and returns it with its fake clock and the bootstrap key's caller.
-func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
+func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *core.Caller) {
 	t.Helper()
 	return newTestEngineWith(t, persistence.Options{}, nil)
 }
@@ -96,7 +97,7 @@ func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *Caller) {
 // newTestEngineWith is newTestEngine on a store opened with o (a file
 // system that holds WAL syncs back, a small sync queue), with the
 // settings changed by tweak (nil: none).
-func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*Settings)) (*Engine, *clock.Fake, *Caller) {
+func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*core.Settings)) (*Engine, *clock.Fake, *core.Caller) {
 	t.Helper()
 	store, err := persistence.OpenWith(t.TempDir(), o, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
@@ -108,13 +109,13 @@ func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*Settings
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	boot, err := Bootstrap(store, keys, clk, Billing{Currency: "USD"}, "owner@example.com")
+	boot, err := Bootstrap(store, keys, clk, core.Billing{Currency: "USD"}, "owner@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
+	limits := core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
 		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
-	settings := Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
+	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
 		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000}
 	if tweak != nil {
 		tweak(&settings)

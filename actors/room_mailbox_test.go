@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/goccy/go-json"
+	"rtcd/actors/room"
 	"rtcd/apierr"
 	"rtcd/ids"
 	"rtcd/internal/testtools"
@@ -62,7 +63,7 @@ func TestRoomMailboxBoundSheds(t *testing.T) {
 			return e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil)
 		}))
 	}
-	testtools.AwaitChanSend(t, waitTimeout, "rtcd/persistence.(*Store).Commit", "rtcd/actors.(*roomActor).createParticipant")
+	testtools.AwaitChanSend(t, waitTimeout, "rtcd/persistence.(*Store).Commit", "rtcd/actors/room.(*roomActor).createParticipant")
 
 	// Flood it with real commands (removals of participants it does not
 	// have) until every one is either queued, its caller waiting for the
@@ -106,9 +107,9 @@ func TestRoomMailboxBoundSheds(t *testing.T) {
 	// connected participant and a presence snapshot that shows it.
 	reported := make(chan struct{})
 	go func() {
-		join := MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()}
+		join := room.MediaJoin{SessionID: cs.SessionID, ProjectID: caller.ProjectID, RoomID: roomID, ParticipantID: cs.Participant.ID, At: clk.Now()}
 		e.MediaJoined(join)
-		e.MediaPresence(MediaPresence{NodeID: "test", At: clk.Now(), Sessions: []MediaJoin{join}})
+		e.MediaPresence(room.MediaPresence{NodeID: "test", At: clk.Now(), Sessions: []room.MediaJoin{join}})
 		close(reported)
 	}()
 	awaitSignal(t, reported, "media reports to a full room returned")
@@ -136,7 +137,7 @@ func TestRoomMailboxBoundSheds(t *testing.T) {
 	}
 	statusOf := statusReader(t)
 	waitUntil(t, "the join reported while the mailbox was full is applied", func() bool {
-		return statusOf(e.GetParticipant(caller, roomID, cs.Participant.ID)) == ParticipantJoined
+		return statusOf(e.GetParticipant(caller, roomID, cs.Participant.ID)) == room.ParticipantJoined
 	})
 	waitUntil(t, "the mailbox drains", func() bool { return rh.depth.Load() == 0 })
 }

@@ -192,7 +192,7 @@ func TestAPIKeyLastUsedAtOnOlderDataDir(t *testing.T) {
 		if err := s.Scan(prefix, 0, func(k, v []byte) bool {
 			if old := luOldFields.ReplaceAll(v, nil); len(old) != len(v) {
 				stripped[family]++
-				_ = b.Set(append([]byte(nil), k...), old, nil)
+				b.Set(append([]byte(nil), k...), old)
 			}
 			return true
 		}); err != nil {

@@ -58,7 +58,10 @@ func TestDashboardBrowserUsage(t *testing.T) {
 	// server's clock is its own (2026-11-22): the test picks the week.
 	p.Fill("From", "2026-11-16")
 	p.Fill("To", "2026-11-22")
-	p.WaitText("Participant-minutes per UTC day")
+	// The page keeps the last range's numbers while the new range loads:
+	// wait for the chart of the chosen week.
+	p.WaitJS("the chart of 2026-11-16 to 2026-11-22",
+		`(document.querySelector("figure.chart svg")?.getAttribute("aria-label") ?? "").includes("2026-11-16 to 2026-11-22")`)
 	p.WaitNoText("Loading…")
 	cards := usageCards(p)
 	for label, want := range map[string]string{"Participant-minutes": "2.1", "Participant-seconds": "125", "Rooms": "1", "Participants": "1"} {
@@ -87,6 +90,7 @@ func TestDashboardBrowserUsage(t *testing.T) {
 	p.Fill("From", "2026-10-01")
 	p.Fill("To", "2026-10-07")
 	p.WaitText("No finalized usage in this range yet.")
+	p.WaitText("Participant-seconds 0") // the totals load on their own
 	p.WaitNoText("Loading…")
 	if cards := usageCards(p); cards["Participant-seconds"] != "0" {
 		t.Errorf("usage cards of an empty week: %v", cards)
@@ -230,7 +234,9 @@ func TestDashboardBrowserWorkspace(t *testing.T) {
 	// Staging has none: archived.
 	p.Click("Archive", "Staging")
 	p.Click("Yes, archive", "Staging")
-	p.WaitText("archived")
+	// The page's subtitle always says "archived ones count": wait for the
+	// row's own status.
+	p.WaitTextIn("archived", "Staging")
 	if got := e.tmProjectOf(session, acct, staging)["status"]; got != "archived" {
 		t.Errorf("Staging after archiving: %v", got)
 	}

@@ -357,7 +357,7 @@ func TestRestartFinishesEndingRoom(t *testing.T) {
 	}
 	record["status"], record["end_reason"] = "ending", "deleted"
 	raw, _ = json.Marshal(record)
-	_ = b.Set(recordKey, raw, nil)
+	b.Set(recordKey, raw)
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestRestartReportsCorruptJournals(t *testing.T) {
 		if _, err := j.Recover(func([]byte) error { return nil }, func([]byte) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		_ = b.Set(persistence.JournalKey("room/"+room, j.Seq()+2), []byte(`{}`), nil)
+		b.Set(persistence.JournalKey("room/"+room, j.Seq()+2), []byte(`{}`))
 	}
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)

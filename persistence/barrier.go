@@ -1,5 +1,7 @@
 package persistence
 
+import "fmt"
+
 // barrierRecord is the WAL-only record of a durability barrier: it is
 // written to the WAL and synced like any batch, but never reaches a memtable,
 // so nothing reads it back.
@@ -17,6 +19,8 @@ var barrierRecord = []byte("rtcd/durability-barrier")
 // applied before it is too, whatever order the syncer runs callbacks in.
 func (s *Store) AfterDurable(done func()) {
 	b := s.db.NewBatch()
-	_ = b.LogData(barrierRecord, nil)
-	s.Commit(b, done)
+	if err := b.LogData(barrierRecord, nil); err != nil {
+		panic(fmt.Sprintf("persistence: assertion failed: barrier LogData: %v", err)) // as Batch.Set
+	}
+	s.Commit(&Batch{pb: b}, done)
 }

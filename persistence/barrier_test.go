@@ -20,7 +20,7 @@ func TestAfterDurableWaitsForEarlierBatches(t *testing.T) {
 	wg.Add(n)
 	for i := 0; i < n; i++ {
 		b := s.NewBatch()
-		_ = b.Set(seqKey(i), []byte("v"), nil)
+		b.Set(seqKey(i), []byte("v"))
 		s.Commit(b, nil)
 		s.AfterDurable(func() {
 			clones[i] = fs.CrashClone(vfs.CrashCloneCfg{})

@@ -26,7 +26,7 @@ type doneLog struct {
 
 func (l *doneLog) commit(s *Store, i int) {
 	b := s.NewBatch()
-	_ = b.Set(seqKey(i), []byte("v"), nil)
+	b.Set(seqKey(i), []byte("v"))
 	s.Commit(b, func() {
 		l.mu.Lock()
 		l.order = append(l.order, i)

@@ -3,8 +3,6 @@ package persistence
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // snapshotHeaderBytes is the size of the sequence number that precedes the
@@ -29,6 +27,9 @@ func NewJournal(s *Store, actorID string, snapshotEveryEvents int) *Journal {
 	}
 	return &Journal{store: s, actorID: actorID, snapshotEveryEvents: uint64(snapshotEveryEvents)}
 }
+
+// Name is the journal's actor name.
+func (j *Journal) Name() string { return j.actorID }
 
 // Seq is the sequence number of the last event appended or replayed.
 func (j *Journal) Seq() uint64 { return j.seq }
@@ -79,10 +80,10 @@ func (j *Journal) Recover(loadSnapshot func(state []byte) error, replay func(eve
 }
 
 // Append writes event as the next entry of the journal into b.
-func (j *Journal) Append(b *pebble.Batch, event []byte) {
+func (j *Journal) Append(b *Batch, event []byte) {
 	j.seq++
 	j.eventsSinceSnapshot++
-	_ = b.Set(JournalKey(j.actorID, j.seq), event, nil)
+	b.Set(JournalKey(j.actorID, j.seq), event)
 }
 
 // SnapshotDue reports whether enough events were appended since the last
@@ -92,16 +93,16 @@ func (j *Journal) SnapshotDue() bool { return j.eventsSinceSnapshot >= j.snapsho
 // WriteSnapshot writes state as of the last appended event into b, and
 // deletes the journal entries it covers, so recovery reads the snapshot and
 // only the tail after it.
-func (j *Journal) WriteSnapshot(b *pebble.Batch, state []byte) {
+func (j *Journal) WriteSnapshot(b *Batch, state []byte) {
 	WriteSnapshotAt(b, j.actorID, j.seq, state)
-	_ = b.DeleteRange(JournalKey(j.actorID, 0), JournalKey(j.actorID, j.seq+1), nil)
+	b.DeleteRange(JournalKey(j.actorID, 0), JournalKey(j.actorID, j.seq+1))
 	j.eventsSinceSnapshot = 0
 }
 
 // WriteSnapshotAt writes a snapshot of actorID at seq into b. Used to create
 // an actor's initial state in the same batch as the event that creates it.
-func WriteSnapshotAt(b *pebble.Batch, actorID string, seq uint64, state []byte) {
+func WriteSnapshotAt(b *Batch, actorID string, seq uint64, state []byte) {
 	v := make([]byte, snapshotHeaderBytes, snapshotHeaderBytes+len(state))
 	binary.BigEndian.PutUint64(v, seq)
-	_ = b.Set(SnapshotKey(actorID), append(v, state...), nil)
+	b.Set(SnapshotKey(actorID), append(v, state...))
 }

@@ -185,7 +185,7 @@ func TestJournalEntriesCoveredBySnapshotAreSkipped(t *testing.T) {
 	s, _ := openTestStore(t)
 	b := s.NewBatch()
 	for i := uint64(1); i <= 5; i++ {
-		_ = b.Set(JournalKey("room/r", i), []byte(strconv.FormatUint(i, 10)), nil)
+		b.Set(JournalKey("room/r", i), []byte(strconv.FormatUint(i, 10)))
 	}
 	WriteSnapshotAt(b, "room/r", 3, []byte("6")) // a snapshot whose covered entries were not deleted
 	if err := s.CommitAndWait(b); err != nil {
@@ -217,7 +217,7 @@ func TestJournalGapIsAnError(t *testing.T) {
 			s, _ := openTestStore(t)
 			b := s.NewBatch()
 			for _, seq := range tc.entries {
-				_ = b.Set(JournalKey("room/r", seq), []byte("1"), nil)
+				b.Set(JournalKey("room/r", seq), []byte("1"))
 			}
 			if tc.snapAt >= 0 {
 				WriteSnapshotAt(b, "room/r", uint64(tc.snapAt), []byte("0"))
@@ -293,9 +293,9 @@ func TestJournalRecoverErrors(t *testing.T) {
 	t.Run("event that does not replay stops recovery", func(t *testing.T) {
 		s, _ := openTestStore(t)
 		b := s.NewBatch()
-		_ = b.Set(JournalKey("room/r", 1), []byte("1"), nil)
-		_ = b.Set(JournalKey("room/r", 2), []byte("bad"), nil)
-		_ = b.Set(JournalKey("room/r", 3), []byte("3"), nil)
+		b.Set(JournalKey("room/r", 1), []byte("1"))
+		b.Set(JournalKey("room/r", 2), []byte("bad"))
+		b.Set(JournalKey("room/r", 3), []byte("3"))
 		if err := s.CommitAndWait(b); err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestNewJournalSnapshotEveryAtLeastOne(t *testing.T) {
 func putRaw(t *testing.T, s *Store, k, v []byte) {
 	t.Helper()
 	b := s.NewBatch()
-	_ = b.Set(k, v, nil)
+	b.Set(k, v)
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -347,8 +347,8 @@ func BenchmarkCommit(b *testing.B) {
 		for pb.Next() {
 			i := next.Add(1)
 			batch := s.NewBatch()
-			_ = batch.Set(JournalKey("room/bench", uint64(i)), value, nil)
-			_ = batch.Set([]byte(fmt.Sprintf("r/bench/%d", i)), value, nil)
+			batch.Set(JournalKey("room/bench", uint64(i)), value)
+			batch.Set([]byte(fmt.Sprintf("r/bench/%d", i)), value)
 			s.Commit(batch, func() { acked <- struct{}{} })
 			<-acked
 		}

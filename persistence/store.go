@@ -91,7 +91,7 @@ func OpenWith(dir string, o Options, m Metrics, fatal func(error)) (*Store, erro
 }
 
 // NewBatch returns an empty batch for one state change.
-func (s *Store) NewBatch() *pebble.Batch { return s.db.NewBatch() }
+func (s *Store) NewBatch() *Batch { return &Batch{pb: s.db.NewBatch()} }
 
 // Commit applies b without waiting for its fsync and calls done once the
 // batch is durable. The writes are visible to readers as soon as Commit
@@ -99,10 +99,10 @@ func (s *Store) NewBatch() *pebble.Batch { return s.db.NewBatch() }
 // A batch that cannot be applied at all (a read-only or broken database) is
 // reported to the fatal handler: the caller has already decided the change,
 // and an actor must not continue with state the disk refused.
-func (s *Store) Commit(b *pebble.Batch, done func()) {
+func (s *Store) Commit(b *Batch, done func()) {
 	start := time.Now()
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-		_ = b.Close()
+	if err := s.db.ApplyNoSyncWait(b.pb, pebble.Sync); err != nil {
+		_ = b.pb.Close() // the apply error is the one reported
 		s.fatal(fmt.Errorf("persistence: apply: %w", err))
 		return
 	}
@@ -110,7 +110,7 @@ func (s *Store) Commit(b *pebble.Batch, done func()) {
 	if s.metrics.ApplySeconds != nil {
 		s.metrics.ApplySeconds.Observe(now.Sub(start).Seconds())
 	}
-	s.syncQueue <- pendingSync{batch: b, appliedAt: now, done: done}
+	s.syncQueue <- pendingSync{batch: b.pb, appliedAt: now, done: done}
 }
 
 // CommitAndWait applies b and waits until it is durable. For callers that
@@ -118,9 +118,9 @@ func (s *Store) Commit(b *pebble.Batch, done func()) {
 // holds no in-memory state ahead of the disk, so a batch that cannot be
 // applied or synced is returned as an error (not sent to the fatal handler,
 // which may return, leaving the caller waiting forever).
-func (s *Store) CommitAndWait(b *pebble.Batch) error {
-	err := s.db.Apply(b, pebble.Sync)
-	if cerr := b.Close(); err == nil {
+func (s *Store) CommitAndWait(b *Batch) error {
+	err := s.db.Apply(b.pb, pebble.Sync)
+	if cerr := b.pb.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -139,7 +139,10 @@ func (s *Store) syncLoop() {
 		if s.metrics.SyncSeconds != nil {
 			s.metrics.SyncSeconds.Observe(time.Since(p.appliedAt).Seconds())
 		}
-		_ = p.batch.Close()
+		closeErr := p.batch.Close()
+		if err == nil && closeErr != nil {
+			err = closeErr // a batch closed twice: never expected, and not acknowledged
+		}
 		if err != nil {
 			s.fatal(fmt.Errorf("persistence: WAL fsync failed, state in memory is ahead of disk: %w", err))
 			continue

@@ -107,7 +107,7 @@ func TestCommitDoneOnlyAfterDurable(t *testing.T) {
 	wg.Add(n)
 	for i := 0; i < n; i++ {
 		b := s.NewBatch()
-		_ = b.Set(seqKey(i), []byte("v"), nil)
+		b.Set(seqKey(i), []byte("v"))
 		s.Commit(b, func() {
 			clones[i] = fs.CrashClone(vfs.CrashCloneCfg{})
 			wg.Done()
@@ -136,7 +136,7 @@ func TestCommitAndWaitIsDurableOnReturn(t *testing.T) {
 	s := openStoreWith(t, "db", Options{FS: fs}, func(err error) { t.Errorf("fatal: %v", err) })
 	defer s.Close()
 	b := s.NewBatch()
-	_ = b.Set([]byte("boot"), []byte("strapped"), nil)
+	b.Set([]byte("boot"), []byte("strapped"))
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatalf("CommitAndWait: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestCommitAndWaitReportsApplyFailure(t *testing.T) {
 	ro := openStoreWith(t, dir, Options{ReadOnly: true}, func(error) { fatals.Add(1) })
 	defer ro.Close()
 	b := ro.NewBatch()
-	_ = b.Set([]byte("k"), []byte("v"), nil)
+	b.Set([]byte("k"), []byte("v"))
 	errc := make(chan error, 1)
 	go func() { errc <- ro.CommitAndWait(b) }()
 	select {
@@ -191,7 +191,7 @@ func TestCommitApplyFailureIsFatal(t *testing.T) {
 	ro := openStoreWith(t, dir, Options{ReadOnly: true}, func(err error) { fatalErr = err })
 	var acked atomic.Bool
 	b := ro.NewBatch()
-	_ = b.Set([]byte("k"), []byte("v"), nil)
+	b.Set([]byte("k"), []byte("v"))
 	ro.Commit(b, func() { acked.Store(true) })
 	if err := ro.Close(); err != nil { // waits for every queued sync and its done
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestCommitDoneRunsInCommitOrder(t *testing.T) {
 	wg.Add(n)
 	for i := 0; i < n; i++ {
 		b := s.NewBatch()
-		_ = b.Set(seqKey(i), []byte("v"), nil)
+		b.Set(seqKey(i), []byte("v"))
 		s.Commit(b, func() {
 			mu.Lock()
 			order = append(order, i)
@@ -247,7 +247,7 @@ func TestCommitConcurrentCommitters(t *testing.T) {
 			for i := 0; i < perWriter; i++ {
 				key := []byte(fmt.Sprintf("w/%02d/%04d", w, i))
 				b := s.NewBatch()
-				_ = b.Set(key, key, nil)
+				b.Set(key, key)
 				s.Commit(b, func() {
 					if prev := last.Swap(int64(i)); prev != int64(i-1) {
 						t.Errorf("writer %d: commit %d acknowledged after %d", w, i, prev)
@@ -290,7 +290,7 @@ func TestCloseRunsEveryPendingDone(t *testing.T) {
 	var done atomic.Int32
 	for i := 0; i < n; i++ {
 		b := s.NewBatch()
-		_ = b.Set(seqKey(i), nil, nil)
+		b.Set(seqKey(i), nil)
 		s.Commit(b, func() { done.Add(1) })
 	}
 	if err := s.Close(); err != nil {
@@ -310,7 +310,7 @@ func TestGet(t *testing.T) {
 		t.Fatalf("Get(missing) error = %v, want ErrNotFound", err)
 	}
 	b := s.NewBatch()
-	_ = b.Set([]byte("k"), []byte("value"), nil)
+	b.Set([]byte("k"), []byte("value"))
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func putAll(t *testing.T, s *Store, keys ...string) {
 	t.Helper()
 	b := s.NewBatch()
 	for _, k := range keys {
-		_ = b.Set([]byte(k), []byte("v:"+k), nil)
+		b.Set([]byte(k), []byte("v:"+k))
 	}
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
@@ -419,7 +419,7 @@ func TestIndexKeyOrdersNewestFirst(t *testing.T) {
 	}
 	b := s.NewBatch()
 	for _, e := range entries {
-		_ = b.Set(IndexKey(PrefixRoomIdx, e.owner, e.at.UnixNano(), e.id), []byte(e.id), nil)
+		b.Set(IndexKey(PrefixRoomIdx, e.owner, e.at.UnixNano(), e.id), []byte(e.id))
 	}
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func TestCommitSyncFailureIsFatal(t *testing.T) {
 	armed.Store(true)
 	var acked atomic.Bool
 	b := s.NewBatch()
-	_ = b.Set([]byte("k"), []byte("v"), nil)
+	b.Set([]byte("k"), []byte("v"))
 	s.Commit(b, func() { acked.Store(true) })
 	select {
 	case err := <-fatals:

@@ -60,13 +60,31 @@ type AdjustRequest struct {
 	Operator  string `json:"operator"` // who runs the command, for the audit log
 }
 
-func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandler, adminToken string, mediaReports fasthttp.RequestHandler) fasthttp.RequestHandler {
-	fail := func(ctx *fasthttp.RequestCtx, err *apierr.Error) {
-		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": err.Code, "message": err.Message, "details": err.Details}})
-		ctx.SetStatusCode(apierr.StatusOf(err))
-		ctx.SetContentType("application/json")
-		ctx.SetBody(body)
+// privateFail answers an operator route with the API's error envelope.
+func privateFail(ctx *fasthttp.RequestCtx, err *apierr.Error) {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": err.Code, "message": err.Message, "details": err.Details}})
+	ctx.SetStatusCode(apierr.StatusOf(err))
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}
+
+// adminAuthorized checks an operator route's method (POST) and admin token,
+// and answers the request when either is wrong.
+func adminAuthorized(ctx *fasthttp.RequestCtx, adminToken string) bool {
+	if !ctx.IsPost() {
+		privateFail(ctx, apierr.New(apierr.InvalidRequest, "use POST").WithStatus(405))
+		return false
 	}
+	got := []byte(strings.TrimPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer "))
+	if subtle.ConstantTimeCompare(got, []byte(adminToken)) != 1 {
+		privateFail(ctx, apierr.New(apierr.AuthenticationFailed, "send the admin token of the data directory as a bearer credential"))
+		return false
+	}
+	return true
+}
+
+func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandler, adminToken string, mediaReports fasthttp.RequestHandler) fasthttp.RequestHandler {
+	fail := privateFail
 	return func(ctx *fasthttp.RequestCtx) {
 		switch string(ctx.Path()) {
 		case "/metrics":
@@ -77,13 +95,7 @@ func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandle
 		case media.ReportsPath:
 			mediaReports(ctx)
 		case "/admin/billing/adjust":
-			if !ctx.IsPost() {
-				fail(ctx, apierr.New(apierr.InvalidRequest, "use POST").WithStatus(405))
-				return
-			}
-			got := []byte(strings.TrimPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer "))
-			if subtle.ConstantTimeCompare(got, []byte(adminToken)) != 1 {
-				fail(ctx, apierr.New(apierr.AuthenticationFailed, "send the admin token of the data directory as a bearer credential"))
+			if !adminAuthorized(ctx, adminToken) {
 				return
 			}
 			var req AdjustRequest

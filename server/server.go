@@ -27,6 +27,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/datadir"
 	"rtcd/googleauth"
 	api "rtcd/http"
 	"rtcd/media"
@@ -66,6 +67,8 @@ type Options struct {
 // Server is a running rtcd.
 type Server struct {
 	cfg         *config.Config
+	lock        *datadir.Lock // this process's claim on the data directory
+	backups     *backups      // online backups, through the private listener
 	store       *persistence.Store
 	engine      *actors.Engine
 	api         *fasthttp.Server
@@ -77,8 +80,10 @@ type Server struct {
 	serveErrors chan error
 }
 
-// Start opens the data directory (bootstrapping it on first start), recovers
-// every actor, and starts both listeners. It runs startSteps in order; when
+// Start claims the data directory, binds every listener, then opens the
+// data directory (bootstrapping it on first start), recovers every actor,
+// and serves: nothing is bootstrapped before every listener is bound, so a
+// start that cannot bind changes nothing. It runs startSteps in order; when
 // one fails, what the earlier ones took (listeners, actors, media node, the
 // store and its directory lock) is released in reverse order, so a failed
 // Start can be followed by a successful one in the same process.
@@ -105,13 +110,12 @@ var startSteps = []struct {
 	run  func(*startup) error
 }{
 	{"tls", (*startup).loadTLS},
+	{"data dir lock", (*startup).claimDataDir},
+	{"listeners", (*startup).listen},
 	{"store", (*startup).openStore},
 	{"keys", (*startup).openKeys},
-	{"media listener", (*startup).listenMedia},
 	{"engine", (*startup).startEngine},
 	{"webhook sender", (*startup).startWebhookSender},
-	{"api listener", (*startup).listenAPI},
-	{"private listener", (*startup).listenPrivate},
 	{"payments", (*startup).setUpPayments},
 	{"mail", (*startup).setUpMail},
 	{"google sign-in", (*startup).setUpGoogle},
@@ -177,11 +181,40 @@ func (st *startup) loadTLS() error {
 	return err
 }
 
-// openStore opens Pebble in the data directory, creating it if needed.
-func (st *startup) openStore() error {
-	if err := os.MkdirAll(st.cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+// claimDataDir creates the data directory if needed and takes its lock,
+// so a second rtcd on it is told which process holds it.
+func (st *startup) claimDataDir() error {
+	lock, err := datadir.Acquire(st.cfg.DataDir)
+	if err != nil {
+		return err
 	}
+	st.onFailure(func() { _ = lock.Release() })
+	st.s.lock = lock
+	return nil
+}
+
+// listen binds the API, private and media listeners (bindListeners) before
+// anything is opened or bootstrapped. The media node's address is known
+// from here on, so the connect response can name it (the port may be chosen
+// by the system), and the dashboard's origin follows from the API's address
+// when --public-url is empty.
+func (st *startup) listen() error {
+	lns, err := bindListeners(st.cfg)
+	if err != nil {
+		return err
+	}
+	st.onFailure(lns.close)
+	st.s.apiLn, st.s.metricsLn, st.mediaLn = lns.api, lns.private, lns.media
+	st.mediaURL = st.cfg.MediaURL
+	if st.mediaLn != nil && st.mediaURL == "" {
+		st.mediaURL = st.tls.scheme("ws", "wss") + "://" + st.mediaLn.Addr().String() + media.RTCPath
+	}
+	st.origin = st.cfg.DashboardOrigin(lns.api.Addr().String())
+	return nil
+}
+
+// openStore opens Pebble in the claimed data directory.
+func (st *startup) openStore() error {
 	st.m = metrics.New()
 	store, err := persistence.Open(filepath.Join(st.cfg.DataDir, "pebble"), persistence.Metrics{
 		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync,
@@ -215,26 +248,6 @@ func (st *startup) openKeys() error {
 	}
 	slog.Info("first start: created a workspace, a project and an API key holding every scope; the key is printed once")
 	return json.NewEncoder(out).Encode(res)
-}
-
-// listenMedia listens for the built-in media node before the engine is
-// created, so the connect response can name its real address (the port may
-// be chosen by the system).
-func (st *startup) listenMedia() error {
-	st.mediaURL = st.cfg.MediaURL
-	if st.cfg.MediaListen == "" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", st.cfg.MediaListen)
-	if err != nil {
-		return fmt.Errorf("media listen %s: %w", st.cfg.MediaListen, err)
-	}
-	st.onFailure(func() { _ = ln.Close() })
-	st.mediaLn = ln
-	if st.mediaURL == "" {
-		st.mediaURL = st.tls.scheme("ws", "wss") + "://" + ln.Addr().String() + media.RTCPath
-	}
-	return nil
 }
 
 // startEngine creates the actor engine and recovers every actor.
@@ -298,31 +311,6 @@ func (st *startup) startWebhookSender() error {
 	return nil
 }
 
-// listenAPI listens for the public API; the dashboard's origin follows
-// from its address when --public-url is empty.
-func (st *startup) listenAPI() error {
-	ln, err := listenDraining(st.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", st.cfg.Listen, err)
-	}
-	st.onFailure(func() { _ = ln.Close() })
-	st.s.apiLn = ln
-	st.origin = st.cfg.DashboardOrigin(ln.Addr().String())
-	return nil
-}
-
-// listenPrivate listens for the private listener (metrics, health, admin,
-// media reports).
-func (st *startup) listenPrivate() error {
-	ln, err := net.Listen("tcp", st.cfg.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("metrics listen %s: %w", st.cfg.MetricsListen, err)
-	}
-	st.onFailure(func() { _ = ln.Close() })
-	st.s.metricsLn = ln
-	return nil
-}
-
 // setUpPayments builds the configured payment provider.
 func (st *startup) setUpPayments() error {
 	pay, err := newPayments(st.cfg, st.keys, st.clk, st.cfg.ListenerScheme()+"://"+st.s.apiLn.Addr().String(), st.origin, st.tls.callbackClient())
@@ -372,13 +360,15 @@ func (st *startup) buildPrivateServer() error {
 		return err
 	}
 	engine := st.s.engine
+	st.s.backups = &backups{cfg: st.cfg, store: st.s.store, now: st.clk.Now}
 	st.s.metricsSrv = &fasthttp.Server{
 		Name:               "rtcd-private",
 		ReadTimeout:        10 * time.Second,
 		WriteTimeout:       10 * time.Second,
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
-		Handler: privateHandler(engine, st.m.Handler(), adminToken,
+		Handler: withBackups(privateHandler(engine, st.m.Handler(), adminToken,
 			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk)),
+			st.s.backups, adminToken),
 	}
 	return nil
 }
@@ -406,12 +396,11 @@ func (st *startup) connectRemoteMedia() error {
 }
 
 // startEmbeddedMedia runs the built-in media node on the listener of
-// listenMedia, when there is one.
+// listen, when there is one.
 func (st *startup) startEmbeddedMedia() error {
 	if st.mediaLn == nil {
 		return nil
 	}
-	// A listener asked for on port 0 gets ephemeral WebRTC ports too.
 	_, listenPort, _ := net.SplitHostPort(st.cfg.MediaListen)
 	node, err := startEmbeddedMedia(st.tls.wrap(st.mediaLn), listenPort == "0", st.cfg.MediaNetwork(), st.s.engine, st.keys, st.clk)
 	if err != nil {
@@ -428,7 +417,7 @@ func (st *startup) serve() {
 	go func() { s.serveErrors <- s.api.Serve(st.tls.wrap(s.apiLn)) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
 	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
-		"tls", st.tls != nil, "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
+		"media", s.mediaDescription(), "tls", st.tls != nil, "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
 }
 
 // APIAddr is the API listener's address.
@@ -460,9 +449,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
 	s.engine.Stop()
+	// A backup still running (its request outlived the drain) finishes
+	// before the store closes under it; none starts after this.
+	s.backups.stop()
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}
+	_ = s.lock.Release()
 	return err
 }
 

@@ -278,7 +278,7 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 		// the order of the answers, so a mixed set is not trusted at all.
 		for _, ip := range addrs {
 			if ForbiddenIP(ip) {
-				return nil, fmt.Errorf("%w: %s resolves to %s", ErrForbiddenDestination, host, ip)
+				return nil, liftedByAllowPrivate(fmt.Errorf("%w: %s resolves to %s", ErrForbiddenDestination, host, ip))
 			}
 		}
 	}

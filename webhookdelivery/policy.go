@@ -25,6 +25,17 @@ const (
 	maxPort = 65535
 )
 
+// AllowPrivateHint ends the refusals that --webhook-allow-private lifts, so
+// a developer pointing an endpoint at a receiver on their own machine
+// (http://localhost:3000) learns what to do.
+const AllowPrivateHint = "for a receiver on this machine or a private network during development, " +
+	"start rtcd with --webhook-allow-private (RTCD_WEBHOOK_ALLOW_PRIVATE=true); never in production"
+
+// liftedByAllowPrivate adds AllowPrivateHint to a refusal.
+func liftedByAllowPrivate(err error) error {
+	return fmt.Errorf("%w (%s)", err, AllowPrivateHint)
+}
+
 // Errors returned by CheckURL, and recorded by Deliver. Compare with
 // errors.Is. Both mean the URL must not be accepted for an endpoint
 // (400 invalid_request at creation).
@@ -228,7 +239,7 @@ func CheckURL(raw string, allowPrivate bool) (*url.URL, error) {
 	case "https":
 	case "http":
 		if !allowPrivate {
-			return nil, fmt.Errorf("%w: https is required", ErrInvalidURL)
+			return nil, liftedByAllowPrivate(fmt.Errorf("%w: https is required", ErrInvalidURL))
 		}
 	default:
 		return nil, fmt.Errorf("%w: scheme must be https", ErrInvalidURL)
@@ -288,7 +299,7 @@ func checkHost(host string, allowPrivate bool) error {
 			return fmt.Errorf("%w: bad IPv6 literal: %v", ErrInvalidURL, err)
 		}
 		if !allowPrivate && ForbiddenIP(ip) {
-			return fmt.Errorf("%w: %s", ErrForbiddenDestination, host)
+			return liftedByAllowPrivate(fmt.Errorf("%w: %s", ErrForbiddenDestination, host))
 		}
 		return nil
 	}
@@ -313,7 +324,7 @@ func checkHost(host string, allowPrivate bool) error {
 			return fmt.Errorf("%w: non-canonical IPv4 address %q", ErrForbiddenDestination, host)
 		}
 		if !allowPrivate && ForbiddenIP(ip) {
-			return fmt.Errorf("%w: %s", ErrForbiddenDestination, host)
+			return liftedByAllowPrivate(fmt.Errorf("%w: %s", ErrForbiddenDestination, host))
 		}
 		return nil
 	}
@@ -322,14 +333,14 @@ func checkHost(host string, allowPrivate bool) error {
 		return nil
 	}
 	if len(labels) < 2 {
-		return fmt.Errorf("%w: single-label host name %q", ErrForbiddenDestination, host)
+		return liftedByAllowPrivate(fmt.Errorf("%w: single-label host name %q", ErrForbiddenDestination, host))
 	}
 	if name == "localhost" {
-		return fmt.Errorf("%w: %s", ErrForbiddenDestination, host)
+		return liftedByAllowPrivate(fmt.Errorf("%w: %s", ErrForbiddenDestination, host))
 	}
 	for _, suffix := range forbiddenNameSuffixes {
 		if strings.HasSuffix(name, suffix) {
-			return fmt.Errorf("%w: %s is an internal name (%s)", ErrForbiddenDestination, host, suffix)
+			return liftedByAllowPrivate(fmt.Errorf("%w: %s is an internal name (%s)", ErrForbiddenDestination, host, suffix))
 		}
 	}
 	return nil

@@ -254,3 +254,27 @@ func TestEmbeddedIPv4Rules(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckURLNamesTheDevelopmentSetting: a refusal that
+// --webhook-allow-private lifts says so, so a developer whose receiver runs
+// on their own machine learns what to do; a refusal it does not lift never
+// suggests it.
+func TestCheckURLNamesTheDevelopmentSetting(t *testing.T) {
+	for _, raw := range []string{
+		"http://localhost:3000/hook", "http://example.com/hook", "https://localhost/hook",
+		"https://127.0.0.1:3000/hook", "https://[::1]/hook", "https://intranet/hook",
+		"https://metadata.google.internal/", "https://printer.local/",
+	} {
+		if _, err := CheckURL(raw, false); err == nil || !strings.Contains(err.Error(), "--webhook-allow-private") {
+			t.Errorf("CheckURL(%q) = %v; want the refusal to name --webhook-allow-private", raw, err)
+		}
+		if _, err := CheckURL(raw, true); err != nil {
+			t.Errorf("CheckURL(%q, allowPrivate) = %v; the setting the message names must lift it", raw, err)
+		}
+	}
+	for _, raw := range []string{"https://2130706433/", "ftp://example.com/", "https://u:p@example.com/", "https://example.com/#x"} {
+		if _, err := CheckURL(raw, false); err == nil || strings.Contains(err.Error(), "allow-private") {
+			t.Errorf("CheckURL(%q) = %v; want a refusal that does not suggest --webhook-allow-private", raw, err)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/datadir"
 	"rtcd/media"
 	"rtcd/persistence"
 	"rtcd/server"
@@ -48,6 +49,12 @@ func main() {
 		err = runMedia(os.Args[2:])
 	case "media-key":
 		err = runMediaKey(os.Args[2:])
+	case "webhooks":
+		err = runWebhooks(os.Args[2:])
+	case "backup":
+		err = runBackup(os.Args[2:])
+	case "restore":
+		err = runRestore(os.Args[2:])
 	case "version":
 		fmt.Println(server.Version)
 	case "-h", "--help", "help":
@@ -75,6 +82,13 @@ func usage() {
                               print the media key a separately run node needs (hex; keep it secret)
   rtcd billing adjust --account ID --amount -5.00 --reason TEXT [--data-dir DIR] [--metrics-listen ADDR]
                               credit (positive) or debit (negative) a workspace's wallet on a running server
+  rtcd backup --to DIR [--data-dir DIR] [--metrics-listen ADDR]
+                              write an online, consistent backup of a running server into DIR
+  rtcd restore --from BACKUP_DIR --data-dir NEW_DIR
+                              copy a backup into a new data directory, for rtcd serve
+  rtcd webhooks test --url URL --type TYPE [--secret whsec_… | RTCD_WEBHOOK_SECRET]
+                              send one signed event of TYPE to a receiver, as rtcd delivers it
+                              (local development; http:// and loopback allowed)
   rtcd version`)
 }
 
@@ -91,9 +105,11 @@ func runInit(args []string) error {
 		return err
 	}
 	setupLogging(cfg.LogLevel)
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	lock, err := datadir.Acquire(cfg.DataDir)
+	if err != nil {
 		return err
 	}
+	defer lock.Release()
 	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{}, func(err error) {
 		fmt.Fprintln(os.Stderr, "rtcd:", err)
 		os.Exit(1)

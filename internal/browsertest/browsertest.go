@@ -625,6 +625,13 @@ func (p *Page) WaitNoText(text string) {
 	p.waitJS(fmt.Sprintf("the text %q to go", text), fmt.Sprintf("document.body && !norm(document.body.innerText).includes(norm(%s))", jsString(text)))
 }
 
+// WaitJS waits until expr, a JavaScript expression, is true on the page:
+// for state that is not visible text (an image's text alternative).
+func (p *Page) WaitJS(what, expr string) {
+	p.t.Helper()
+	p.waitJS(what, expr)
+}
+
 // WaitURL waits until the address matches re (a regular expression).
 func (p *Page) WaitURL(re string) {
 	p.t.Helper()

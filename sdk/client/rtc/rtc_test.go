@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 	"rtcd.dev/sdk/client"
@@ -104,7 +106,7 @@ func startServer(t *testing.T) *server {
 func (s *server) launch() {
 	s.t.Helper()
 	s.cmd = exec.Command(rtcdBin, "serve", "--data-dir", s.dataDir, "--listen", s.api, "--metrics-listen", s.metrics,
-		"--media-listen", s.media, "--log-level", "error")
+		"--media-listen", s.media, "--log-level", "error", "--webhook-allow-private")
 	s.cmd.Stderr = os.Stderr
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -289,11 +291,15 @@ func (r *receiver) top() uint32 {
 // track.subscribed and reads the publisher's packets intact, sees the
 // publisher's tracks in participant.updated, and gets a real
 // connection.quality_changed from the node. Then the server is stopped
-// with SIGTERM under the call and started again: both sessions reconnect
-// on their own, the publisher publishes again, and the subscriber gets the
-// track back and packets flow.
+// with SIGTERM under the call: the node reports both leaves before the
+// process exits, so both usage sessions end with reason node_shutdown
+// (participant.left and usage.finalized reach a webhook receiver). It is
+// started again: both sessions reconnect on their own, the publisher
+// publishes again, and the subscriber gets the track back and packets
+// flow.
 func TestSDKCallSurvivesANodeRestart(t *testing.T) {
 	srv := startServer(t)
+	hooks := newHookReceiver(t, srv)
 	room := srv.call("POST", "/v1/rooms", map[string]any{"name": "sdk media"}, 201)["id"].(string)
 	pubToken, subToken := srv.participant(room, "publisher"), srv.participant(room, "subscriber")
 
@@ -365,6 +371,7 @@ func TestSDKCallSurvivesANodeRestart(t *testing.T) {
 
 	// SIGTERM under the call, then the server comes back where it was.
 	mark := subEvents.count()
+	firstSessions := map[string]string{pub.ParticipantID(): pub.SessionID(), sub.ParticipantID(): sub.SessionID()}
 	srv.stop(syscall.SIGTERM)
 	subEvents.wait(t, "the subscriber's track to go", mark, func(e client.Event) bool {
 		return e.Name == client.EventTrackUnsubscribed && e.Track.ID == subscribed.Track.ID && e.Track.Reason == "reconnecting"
@@ -380,9 +387,225 @@ func TestSDKCallSurvivesANodeRestart(t *testing.T) {
 	before := rcv.top()
 	eventually(t, "packets after the restart", func() bool { return rcv.top() > before+50 })
 	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
 	if rcv.bad != 0 {
 		t.Fatalf("%d payloads differ from what was sent (%d intact)", rcv.bad, rcv.intact)
+	}
+	rcv.mu.Unlock()
+
+	// The sessions the shutdown ended were finalized by the node's leave
+	// reports (node_shutdown), not by a reconciliation after the restart.
+	for part, session := range firstSessions {
+		left := hooks.wait(t, "participant.left of "+session, func(e hookEvent) bool {
+			return e.Type == "participant.left" && e.Data["session_id"] == session
+		})
+		if left.Data["participant_id"] != part || left.Data["reason"] != "node_shutdown" {
+			t.Fatalf("participant.left %+v, want %s with reason node_shutdown", left.Data, part)
+		}
+		used := hooks.wait(t, "usage.finalized of "+session, func(e hookEvent) bool {
+			return e.Type == "usage.finalized" && e.Data["session_id"] == session && e.Data["participant_id"] == part
+		})
+		if _, ok := used.Data["participant_seconds"].(float64); !ok || used.Data["ended_at"] == nil {
+			t.Fatalf("usage.finalized %+v", used.Data)
+		}
+	}
+}
+
+// hookEvent is a webhook delivery's envelope.
+type hookEvent struct {
+	ID   string         `json:"id"`
+	Type string         `json:"type"`
+	Data map[string]any `json:"data"`
+}
+
+// hookReceiver is a webhook endpoint of the server's project on loopback
+// that records every event delivered.
+type hookReceiver struct {
+	mu     sync.Mutex
+	events []hookEvent
+}
+
+func newHookReceiver(t *testing.T, srv *server) *hookReceiver {
+	t.Helper()
+	h := &hookReceiver{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e hookEvent
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&e); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		h.mu.Lock()
+		h.events = append(h.events, e)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(ts.Close)
+	srv.call("POST", "/v1/webhook-endpoints", map[string]any{"url": ts.URL + "/hook"}, 201)
+	return h
+}
+
+// wait returns the first delivered event that matches.
+func (h *hookReceiver) wait(t *testing.T, what string, match func(hookEvent) bool) hookEvent {
+	t.Helper()
+	var found hookEvent
+	eventually(t, what, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, e := range h.events {
+			if match(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// killer records the media sockets a session dials (through
+// client.WithDialer), so a test can kill the current one.
+type killer struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (k *killer) dialer() *websocket.Dialer {
+	return &websocket.Dialer{HandshakeTimeout: waitSeconds * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				k.mu.Lock()
+				k.conns = append(k.conns, c)
+				k.mu.Unlock()
+			}
+			return c, err
+		}}
+}
+
+// kill closes every socket dialed so far and returns how many.
+func (k *killer) kill() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.conns {
+		_ = c.Close()
+	}
+	n := len(k.conns)
+	k.conns = nil
+	return n
+}
+
+// TestSDKPublisherComesBackWithItsTracks: in a call of one publisher and
+// two subscribers, the publisher's connection to the node is killed. The
+// node ends that session at once and both subscribers lose its camera
+// (track.unsubscribed); the publisher's SDK reconnects on its own and
+// publishes again; both subscribers get the camera back from the same
+// participant and packets flow again, intact; the subscribers' own
+// sessions never dropped.
+func TestSDKPublisherComesBackWithItsTracks(t *testing.T) {
+	srv := startServer(t)
+	room := srv.call("POST", "/v1/rooms", map[string]any{"name": "sdk reconnect"}, 201)["id"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitSeconds*time.Second)
+	defer cancel()
+	fastReconnect := client.WithReconnectPolicy(client.ReconnectPolicy{MaxAttempts: 60, MaxElapsed: 60 * time.Second,
+		InitialDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond})
+
+	type subscriber struct {
+		s   *client.Session
+		ev  *events
+		rcv *receiver
+	}
+	var subs []subscriber
+	for range 2 {
+		ev, rcv := newEvents(), &receiver{}
+		s, err := client.Connect(ctx, "http://"+srv.api, srv.participant(room, "subscriber"), append(ev.options(), client.WithMedia(loopbackEngine(t)), fastReconnect,
+			client.WithHandler(client.EventTrackSubscribed, func(e client.Event) { go rcv.read(e.Track.Remote.(*webrtc.TrackRemote)) }))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		subs = append(subs, subscriber{s, ev, rcv})
+	}
+
+	pubEngine := loopbackEngine(t)
+	cam, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8}, "cam", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pubEngine.Publish(SourceCamera, cam); err != nil {
+		t.Fatal(err)
+	}
+	k := &killer{}
+	pubEvents := newEvents()
+	pub, err := client.Connect(ctx, "http://"+srv.api, srv.participant(room, "publisher"),
+		append(pubEvents.options(), client.WithMedia(pubEngine), fastReconnect, client.WithDialer(k.dialer()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	stop, sent := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sent)
+		var seq uint16
+		for counter := uint32(1); ; counter++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			seq++
+			_ = cam.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: seq, Timestamp: counter * 3000}, Payload: payload(counter)})
+		}
+	}()
+	defer func() { close(stop); <-sent }()
+
+	var firstTracks []string
+	for _, sb := range subs {
+		e, _ := sb.ev.wait(t, "the camera", 0, func(e client.Event) bool { return e.Name == client.EventTrackSubscribed })
+		if e.Track.ParticipantID != pub.ParticipantID() {
+			t.Fatalf("track.subscribed %+v", e.Track)
+		}
+		firstTracks = append(firstTracks, e.Track.ID)
+		eventually(t, "packets to arrive", func() bool { return sb.rcv.top() > 0 })
+	}
+	subSessions := []string{subs[0].s.SessionID(), subs[1].s.SessionID()}
+	pubSession := pub.SessionID()
+
+	marks := []int{subs[0].ev.count(), subs[1].ev.count()}
+	if n := k.kill(); n != 1 {
+		t.Fatalf("killed %d media sockets of the publisher, want 1", n)
+	}
+	pubEvents.wait(t, "the publisher to reconnect", 0, func(e client.Event) bool { return e.Name == client.EventReconnected })
+	if pub.SessionID() == pubSession {
+		t.Fatal("the publisher reconnected with its old connect session")
+	}
+	for i, sb := range subs {
+		gone, at := sb.ev.wait(t, "the camera to go", marks[i], func(e client.Event) bool {
+			return e.Name == client.EventTrackUnsubscribed && e.Track.ID == firstTracks[i]
+		})
+		if gone.Track.Reason != "unpublished" {
+			t.Errorf("subscriber %d: track.unsubscribed reason %q, want unpublished", i, gone.Track.Reason)
+		}
+		again, _ := sb.ev.wait(t, "the camera again", at, func(e client.Event) bool { return e.Name == client.EventTrackSubscribed })
+		if again.Track.ParticipantID != pub.ParticipantID() || again.Track.Kind != "video" {
+			t.Fatalf("subscriber %d after the reconnect: %+v", i, again.Track)
+		}
+		before := sb.rcv.top()
+		eventually(t, "packets after the reconnect", func() bool { return sb.rcv.top() > before+50 })
+		sb.rcv.mu.Lock()
+		bad, intact := sb.rcv.bad, sb.rcv.intact
+		sb.rcv.mu.Unlock()
+		if bad != 0 {
+			t.Fatalf("subscriber %d: %d payloads differ from what was sent (%d intact)", i, bad, intact)
+		}
+		if sb.s.SessionID() != subSessions[i] {
+			t.Fatalf("subscriber %d reconnected too", i)
+		}
+		sb.ev.mu.Lock()
+		for _, e := range sb.ev.all[marks[i]:] {
+			if e.Name == client.EventReconnecting {
+				t.Errorf("subscriber %d went reconnecting", i)
+			}
+		}
+		sb.ev.mu.Unlock()
 	}
 }
 

@@ -1,0 +1,222 @@
+package room
+
+import (
+	"fmt"
+	"time"
+
+	"rtcd/actors/core"
+	"rtcd/persistence"
+)
+
+// roomEvent is one entry of a room's journal. Exactly one field is set.
+// Past tense: each says what happened, never what was asked.
+type roomEvent struct {
+	ParticipantCreated   *Participant          `json:"participant_created,omitempty"`
+	ParticipantConnected *participantConnected `json:"participant_connected,omitempty"`
+	ParticipantRemoved   *participantRemoved   `json:"participant_removed,omitempty"`
+	RoomEndingStarted    *roomEndingStarted    `json:"room_ending_started,omitempty"`
+	RoomEnded            *roomEnded            `json:"room_ended,omitempty"`
+	ParticipantJoined    *participantJoined    `json:"participant_joined,omitempty"`
+	ParticipantLeft      *participantLeft      `json:"participant_left,omitempty"`
+	UsageSettled         *usageSettled         `json:"usage_settled,omitempty"`
+
+	// EventSeq, when set, is the room's webhook sequence number after this
+	// event: the webhook events it caused carry the numbers up to it.
+	EventSeq uint64 `json:"event_seq,omitempty"`
+}
+
+type participantJoined struct {
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	At            time.Time `json:"at"`
+}
+
+// participantLeft closes the participant's usage session: Seconds and
+// ChargedMicros are its final totals.
+type participantLeft struct {
+	ParticipantID string    `json:"participant_id"`
+	At            time.Time `json:"at"`
+	Reason        string    `json:"reason"`
+	Seconds       int64     `json:"seconds"`
+	ChargedMicros int64     `json:"charged_micros"`
+}
+
+type usageSettled struct {
+	ParticipantID  string `json:"participant_id"`
+	SettledSeconds int64  `json:"settled_seconds"`
+	ChargedMicros  int64  `json:"charged_micros"`
+}
+
+type participantConnected struct {
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	At            time.Time `json:"at"`
+	ExpiresAt     time.Time `json:"expires_at"` // the media token's expiry
+}
+
+type participantRemoved struct {
+	ParticipantID string    `json:"participant_id"`
+	At            time.Time `json:"at"`
+}
+
+type roomEndingStarted struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+type roomEnded struct {
+	At time.Time `json:"at"`
+}
+
+// roomState is everything a room actor owns. It is also its snapshot.
+type roomState struct {
+	Room         Room                    `json:"room"`
+	Participants map[string]*Participant `json:"participants"`
+	// Connected is the number of participants holding a cap slot; derived
+	// from Participants, kept so the connect check is O(1).
+	Connected int `json:"connected"`
+	// EventSeq is the last per-room webhook sequence number used.
+	EventSeq uint64 `json:"event_seq"`
+}
+
+func newRoomState(r Room) *roomState {
+	return &roomState{Room: r, Participants: make(map[string]*Participant)}
+}
+
+// Genesis writes a new room into b: its first snapshot (sequence 0,
+// no participants), its r/ record and its ri/ list entry. It returns the
+// record's body. The project that creates the room calls it in the batch
+// that records room_created.
+func Genesis(b *persistence.Batch, room Room) []byte {
+	body := core.MustJSON(room.view())
+	persistence.WriteSnapshotAt(b, Journal(room.ID), 0, core.Encode(newRoomState(room)))
+	b.Set(RecordKey(room.ProjectID, room.ID), body)
+	b.Set(persistence.IndexKey(persistence.PrefixRoomIdx, room.ProjectID, room.CreatedAt.UnixNano(), room.ID), []byte(room.ID))
+	return body
+}
+
+// Loaded completes a snapshot: a room created without participants has
+// none in its JSON.
+func (s *roomState) Loaded() {
+	if s.Participants == nil {
+		s.Participants = make(map[string]*Participant)
+	}
+}
+
+// Apply changes the state by one event. It is pure (no I/O, no clock) and
+// is used both at run time and on replay; validation happened before the
+// event was produced, so Apply trusts it, but it checks what it looks up:
+// an event naming a participant the room does not have, or an event of no
+// known kind, is an error (on replay, a journal this release cannot read;
+// at run time, a bug) and changes nothing.
+func (s *roomState) Apply(e *roomEvent) error {
+	switch {
+	case e.ParticipantCreated != nil:
+		p := *e.ParticipantCreated
+		if _, dup := s.Participants[p.ID]; dup {
+			return fmt.Errorf("participant_created: participant %s already exists", p.ID)
+		}
+		s.Participants[p.ID] = &p
+	case e.ParticipantConnected != nil:
+		c := e.ParticipantConnected
+		p, err := s.participant("participant_connected", c.ParticipantID)
+		if err != nil {
+			return err
+		}
+		if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+			break // final: never resurrected (the command refuses this anyway)
+		}
+		if !p.counts() {
+			p.Status = ParticipantConnected
+			s.Connected++
+		}
+		if p.ConnectedAt.IsZero() {
+			p.ConnectedAt = c.At
+		}
+		p.SessionID = c.SessionID
+		p.ConnectExpiresAt = c.ExpiresAt
+	case e.ParticipantJoined != nil:
+		j := e.ParticipantJoined
+		p, err := s.participant("participant_joined", j.ParticipantID)
+		if err != nil {
+			return err
+		}
+		p.Status = ParticipantJoined
+		p.SessionID = j.SessionID
+		p.JoinedAt = j.At
+		p.Usage = &UsageSession{SessionID: j.SessionID, StartedAt: j.At}
+		if s.Room.Status == RoomWaiting {
+			s.Room.Status = RoomActive
+		}
+	case e.ParticipantLeft != nil:
+		l := e.ParticipantLeft
+		p, err := s.participant("participant_left", l.ParticipantID)
+		if err != nil {
+			return err
+		}
+		if p.counts() {
+			s.Connected--
+		}
+		if p.Usage != nil {
+			p.ParticipantSeconds += l.Seconds
+		}
+		p.Status = ParticipantLeft
+		p.Usage = nil
+		p.LeftAt = l.At
+		p.LeftReason = l.Reason
+	case e.UsageSettled != nil:
+		u := e.UsageSettled
+		p, err := s.participant("usage_settled", u.ParticipantID)
+		if err != nil {
+			return err
+		}
+		if p.Usage != nil {
+			p.Usage.SettledSeconds = u.SettledSeconds
+			p.Usage.ChargedMicros = u.ChargedMicros
+		}
+	case e.ParticipantRemoved != nil:
+		p, err := s.participant("participant_removed", e.ParticipantRemoved.ParticipantID)
+		if err != nil {
+			return err
+		}
+		if p.counts() {
+			s.Connected--
+		}
+		p.Status = ParticipantRemoved
+		p.EndedAt = e.ParticipantRemoved.At
+	case e.RoomEndingStarted != nil:
+		s.Room.Status = RoomEnding
+		s.Room.EndReason = e.RoomEndingStarted.Reason
+	case e.RoomEnded != nil:
+		s.Room.Status = RoomEnded
+		s.Room.EndedAt = e.RoomEnded.At
+		// Joined participants were given a participantLeft first (their
+		// usage is finalized before the room ends); every session that is
+		// not removed ends with the room.
+		for _, p := range s.Participants {
+			if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
+				p.Status = ParticipantEnded
+				p.EndedAt = e.RoomEnded.At
+			}
+		}
+		s.Connected = 0
+	default:
+		return core.ErrUnknownEvent
+	}
+	if e.EventSeq > s.EventSeq {
+		s.EventSeq = e.EventSeq
+	}
+	return nil
+}
+
+// participant is the participant an event of kind names.
+func (s *roomState) participant(kind, id string) (*Participant, error) {
+	p, ok := s.Participants[id]
+	if !ok {
+		return nil, fmt.Errorf("%s: room %s has no participant %s", kind, s.Room.ID, id)
+	}
+	return p, nil
+}
+
+// Journal names a room's journal, snapshot and actor: room/<room_id>.
+func Journal(roomID string) string { return "room/" + roomID }

@@ -1,0 +1,534 @@
+package room
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/actors/core"
+	"rtcd/apierr"
+	"rtcd/auth"
+	"rtcd/ids"
+	"rtcd/persistence"
+)
+
+// The room's commands: plain values, sent in an Envelope that carries the
+// answer. Checks that need no state (field rules, token signature and
+// expiry, per-address and per-project rates) ran before they were sent.
+type (
+	// CreateParticipant creates a participant session and signs its
+	// token (POST /v1/rooms/{room_id}/participants).
+	CreateParticipant struct {
+		Caller core.Caller
+		Params NewParticipant
+		Idem   *core.IdemPending // nil without an Idempotency-Key
+	}
+	// Connect decides a connect (POST /v1/connect) for the participant of
+	// a verified token.
+	Connect struct {
+		Claims auth.ParticipantClaims
+	}
+	// RemoveParticipant removes a participant (DELETE); idempotent.
+	RemoveParticipant struct {
+		Caller        core.Caller
+		ParticipantID string
+	}
+	// Delete ends the room (DELETE /v1/rooms/{room_id}); idempotent.
+	Delete struct {
+		Caller core.Caller
+	}
+)
+
+// Named bounds and durations of a room.
+const (
+	// MaxParticipantSessionsPerRoom bounds how many participant sessions one
+	// room can ever create, so a room's state and snapshot stay bounded.
+	MaxParticipantSessionsPerRoom = 10000
+	// passivateAfter is how long an ended room's actor stays in memory
+	// answering room_ended before it is stopped; later reads use its record.
+	passivateAfter = time.Minute
+	// MediaPresenceTimeout: silence of a media node run on its own for this
+	// long (on the engine clock's Monotonic reading, since its last presence
+	// report or the engine's start) means it is gone, and its participants
+	// have left.
+	MediaPresenceTimeout = 15 * time.Second
+)
+
+// roomActor owns one room: its status, its participants and the
+// max_participants cap. It decides a connect in one step.
+type roomActor struct {
+	env       *core.Env
+	id        string
+	projectID string
+	gate      *core.ProjectGate // what the room's project publishes
+	log       *core.Log[roomEvent, *roomState]
+	state     *roomState     // log.State()
+	recovery  *core.Recovery // nil when spawned at run time (its snapshot is in the creating batch)
+
+	// As in projectActor: recovery may run again after a restart, so the
+	// start-up recovery is told once and countedSlots (this room's share
+	// of the participant counters) is corrected, not added again.
+	recovered    bool
+	countedSlots int
+
+	chargesWritten bool      // a batch being built holds charges for the wallet
+	lastSettle     time.Time // when active sessions were last charged (memory only)
+}
+
+// New is the actor of room id in project projectID, which publishes gate.
+// It recovers from its snapshot and journal when it starts; rec is the
+// start-up recovery that waits for it, nil for a room created at run time
+// (its snapshot is in the batch that created it).
+func New(env *core.Env, id, projectID string, gate *core.ProjectGate, rec *core.Recovery) actor.Actor {
+	return &roomActor{env: env, id: id, projectID: projectID, gate: gate, recovery: rec}
+}
+
+// Receive runs one message on the room's goroutine.
+func (a *roomActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.recover()
+	case *core.Envelope:
+		switch c := m.Msg.(type) {
+		case Connect:
+			a.connect(c, m)
+		case CreateParticipant:
+			a.createParticipant(c, m)
+		case RemoveParticipant:
+			a.removeParticipant(c, m)
+		case Delete:
+			a.deleteRoom(c, m)
+		default:
+			core.RefuseUnknown(m)
+		}
+	case MediaJoined:
+		a.join(m.Report)
+	case MediaLeft:
+		a.mediaLeft(m.Report)
+	case Presence:
+		a.reconcile(m)
+	case core.Sweep:
+		if a.sweep() {
+			ctx.Poison(ctx.Self()) // queued behind any message already sent to it
+		}
+	}
+}
+
+func (a *roomActor) recover() {
+	first := !a.recovered
+	a.recovered = true
+	err := a.load(first)
+	switch {
+	case first && a.recovery != nil:
+		a.recovery.Done(err)
+	case err != nil:
+		panic(err) // the creating batch wrote the snapshot: a bug
+	}
+}
+
+// load recovers the room's state and puts it back in service: its slots
+// counted again, what the restart interrupted finished. first is false
+// after a panic restart.
+func (a *roomActor) load(first bool) error {
+	a.log, a.state = nil, nil // nothing in memory survives a failed recovery
+	log, err := core.RecoverLog(a.env.Store, Journal(a.id), a.env.Settings.SnapshotEveryEvents,
+		func() *roomState { return &roomState{} }, nil)
+	if err != nil {
+		return err
+	}
+	a.log, a.state = log, log.State()
+	// Recovered cap slots count again; no limit check, they were admitted.
+	delta := int64(a.state.Connected - a.countedSlots)
+	a.gate.ActiveParticipants.Add(delta)
+	a.env.Gauges.ActiveParticipants.Add(delta)
+	a.countedSlots = a.state.Connected
+	if first && !a.env.Settings.MediaNodeRunsOnItsOwn && a.admitting() { // a panic restart keeps the process, and the node, running
+		a.closeSessionsLostInRestart()
+	}
+	switch a.state.Room.Status {
+	case RoomEnding:
+		a.finishEnding() // it crashed or stopped mid-ending
+	case RoomEnded:
+		a.env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id}) // the project may have missed it
+	}
+	return nil
+}
+
+// record appends events to the room's journal in b and applies them.
+func (a *roomActor) record(b *persistence.Batch, events ...roomEvent) { a.log.Record(b, events...) }
+
+func (a *roomActor) putRoomRecord(b *persistence.Batch) []byte {
+	body := core.MustJSON(a.state.Room.view())
+	b.Set(RecordKey(a.projectID, a.id), body)
+	return body
+}
+
+func (a *roomActor) putParticipantRecord(b *persistence.Batch, p *Participant) []byte {
+	body := core.MustJSON(p.view())
+	b.Set(ParticipantRecordKey(a.projectID, a.id, p.ID), body)
+	return body
+}
+
+// expireIfDue starts ending the room when it is past expires_at.
+func (a *roomActor) expireIfDue() {
+	r := &a.state.Room
+	if (r.Status == RoomWaiting || r.Status == RoomActive) && !a.env.Clock.Now().Before(r.ExpiresAt) {
+		a.startEnding(EndReasonExpired, nil, nil)
+	}
+}
+
+// closedError is the error for a room that no longer admits anyone.
+func (a *roomActor) closedError() *apierr.Error {
+	if a.state.Room.EndReason == EndReasonExpired {
+		return apierr.New(apierr.RoomExpired, "room %s expired at %s", a.id, core.Timestamp(a.state.Room.ExpiresAt))
+	}
+	return apierr.New(apierr.RoomEnded, "room %s has ended", a.id)
+}
+
+func (a *roomActor) admitting() bool {
+	s := a.state.Room.Status
+	return s == RoomWaiting || s == RoomActive
+}
+
+func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
+	env := a.env
+	a.expireIfDue()
+	if !a.admitting() {
+		r.Respond(core.Reply{Err: a.closedError()})
+		return
+	}
+	if len(a.state.Participants) >= MaxParticipantSessionsPerRoom {
+		r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s has reached %d participant sessions, the most one room can create", a.id, MaxParticipantSessionsPerRoom).
+			WithDetails("limit_name", "participant_sessions_per_room", "limit", MaxParticipantSessionsPerRoom)})
+		return
+	}
+	if a.creditGateClosed() {
+		r.Respond(core.Reply{Err: errInsufficientCredit})
+		return
+	}
+	limits := env.LimitsOf(a.gate.Record.Load())
+	if err := env.AllowRate("participant_creates:"+a.projectID, "participant_creates_per_minute", limits.ParticipantCreatesPerMinute); err != nil {
+		r.Respond(core.Reply{Err: err})
+		return
+	}
+	now := env.CreatedAt()
+	// Not capped at the room's expiry: a connect to a room past expires_at
+	// must be told room_expired, which a token expired with the room would
+	// hide (the token's expiry is checked first).
+	// Whole seconds: the token carries its expiry in seconds, and the
+	// documented expires_at must be exactly when the token stops working.
+	expiresAt := now.Add(time.Duration(m.Params.ExpiresInSeconds) * time.Second).Truncate(time.Second)
+	p := Participant{
+		ID: ids.New(ids.Participant), RoomID: a.id, ExternalID: m.Params.ExternalID, Name: m.Params.Name,
+		Role: m.Params.Role, Status: ParticipantCreated, Metadata: m.Params.Metadata,
+		CreatedAt: now, ExpiresAt: expiresAt,
+	}
+	token := env.Keys.SignParticipantToken(auth.ParticipantClaims{
+		ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, ExpiresAt: expiresAt,
+	})
+	body := core.MustJSON(ParticipantCreatedView{ParticipantView: p.view(), Token: token})
+
+	b := env.Store.NewBatch()
+	a.putParticipantRecord(b, &p)
+	b.Set(persistence.IndexKey(persistence.PrefixPartIdx, a.projectID+"/"+a.id, now.UnixNano(), p.ID), []byte(p.ID))
+	if m.Idem != nil {
+		env.PutStored(b, m.Idem, 201, body)
+	}
+	a.record(b, roomEvent{ParticipantCreated: &p})
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
+}
+
+// connect runs the connect checks that need state, in the spec's order:
+// project status, room status, participant status, participant limit,
+// project quota, account credit policy, media availability. Token signature
+// and expiry were checked before the message was sent.
+//
+// Every check runs before anything is taken: the project's slot is taken
+// last, with a compare-and-swap that fails only if other rooms took the
+// project's last slots since the quota check (then the answer is that
+// check's), so no refusal ever holds a slot or gives one back.
+func (a *roomActor) connect(m Connect, r *core.Envelope) {
+	env := a.env
+	if a.gate.Record.Load().Status != core.ProjectActive {
+		r.Respond(core.Reply{Err: apierr.New(apierr.PermissionDenied, "the project of this room is not active")})
+		return
+	}
+	a.expireIfDue()
+	if !a.admitting() {
+		r.Respond(core.Reply{Err: a.closedError()})
+		return
+	}
+	p, ok := a.state.Participants[m.Claims.ParticipantID]
+	if !ok {
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s does not exist", m.Claims.ParticipantID)})
+		return
+	}
+	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "participant %s was removed from the room", p.ID).
+			WithDetails("participant_status", p.Status)})
+		return
+	}
+	// A participant already holding its slot (connected or joined) skips
+	// the two caps and gets a new session.
+	newSlot := !p.counts()
+	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
+	if newSlot {
+		if a.state.Connected >= a.state.Room.MaxParticipants {
+			r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
+				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
+			return
+		}
+		if a.gate.ActiveParticipants.Load() >= int64(limit) {
+			r.Respond(core.Reply{Err: errProjectFull(limit)})
+			return
+		}
+	}
+	if a.creditGateClosed() {
+		r.Respond(core.Reply{Err: errInsufficientCredit})
+		return
+	}
+	if env.Settings.MediaURL == "" {
+		r.Respond(core.Reply{Err: apierr.New(apierr.ServiceUnavailable, "no media node is available in region %s", env.Settings.Region)})
+		return
+	}
+	now := env.Clock.Now()
+	expiresAt := now.Add(env.Settings.MediaTokenTTL)
+	if expiresAt.After(a.state.Room.ExpiresAt) {
+		expiresAt = a.state.Room.ExpiresAt // a media session never outlives its room
+	}
+	// Tokens carry whole seconds; the session's expires_at says exactly what
+	// the token says. Less than a second of room left is an expired room.
+	expiresAt = expiresAt.Truncate(time.Second)
+	if !expiresAt.After(now) {
+		a.startEnding(EndReasonExpired, nil, nil)
+		r.Respond(core.Reply{Err: a.closedError()})
+		return
+	}
+	// Every check passed: take the project's slot, last.
+	if newSlot && !a.acquireProjectSlot(limit) {
+		r.Respond(core.Reply{Err: errProjectFull(limit)})
+		return
+	}
+	sessionID := ids.New(ids.ConnectSession)
+	mediaToken := env.Keys.SignMediaToken(auth.MediaClaims{
+		SessionID: sessionID, ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, Role: p.Role, ExpiresAt: expiresAt,
+	})
+	body := core.MustJSON(ConnectView{
+		Object: "connect_session", SessionID: sessionID, Endpoint: env.Settings.MediaURL, MediaToken: mediaToken,
+		ExpiresAt: core.Timestamp(expiresAt), Room: idRef{a.id}, Participant: idRef{p.ID}, Features: featuresOf(p.Role),
+	})
+	b := env.Store.NewBatch()
+	a.record(b, roomEvent{ParticipantConnected: &participantConnected{ParticipantID: p.ID, SessionID: sessionID, At: now, ExpiresAt: expiresAt}})
+	if newSlot {
+		a.putParticipantRecord(b, p) // its status is connected now
+	}
+	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
+}
+
+// errProjectFull is the project quota's answer (max_active_participants).
+func errProjectFull(limit int) *apierr.Error {
+	return apierr.New(apierr.QuotaExceeded, "the project has %d active participants, its max_active_participants limit", limit).
+		WithDetails("limit_name", "max_active_participants", "limit", limit)
+}
+
+// closeSessionsLostInRestart ends, at recovery, the media sessions an
+// in-process media node lost when the process stopped. Each ends at the
+// last instant it was settled (charged) for: the control plane cannot know
+// when the process died, and billing must never include the downtime.
+// A participant that had only connected keeps its slot: its media token may
+// still be valid, and it can join the restarted node (lapseConnects frees
+// the slot if it does not).
+func (a *roomActor) closeSessionsLostInRestart() {
+	var b *persistence.Batch
+	for _, p := range a.state.Participants {
+		if p.Status != ParticipantJoined || p.Usage == nil {
+			continue
+		}
+		if b == nil {
+			b = a.env.Store.NewBatch()
+		}
+		u := p.Usage
+		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
+	}
+	if b != nil {
+		a.env.Store.Commit(b, nil)
+		a.nudgeWallet()
+	}
+}
+
+// errInsufficientCredit is the credit gate's answer (spec: 402).
+var errInsufficientCredit = apierr.New(apierr.InsufficientCredit,
+	"the workspace's prepaid balance is below minimum_credit_to_start; top up to start new sessions")
+
+// creditGateClosed reports whether the workspace's wallet closed the gate.
+func (a *roomActor) creditGateClosed() bool { return a.gate.CreditClosed() }
+
+// lapseConnects gives back the slot of a connected participant that did not
+// join the media node before its media token expired.
+func (a *roomActor) lapseConnects(now time.Time) {
+	var b *persistence.Batch
+	for _, p := range a.state.Participants {
+		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
+			if b == nil {
+				b = a.env.Store.NewBatch()
+			}
+			a.leave(b, p, now, LeftReasonConnectTimeout)
+		}
+	}
+	if b != nil {
+		a.env.Store.Commit(b, nil)
+	}
+}
+
+// acquireProjectSlot takes one of the project's active participant slots
+// if fewer than limit are taken. Lock-free and exact under concurrency.
+func (a *roomActor) acquireProjectSlot(limit int) bool {
+	if !a.gate.TakeSlot(limit) {
+		return false
+	}
+	a.env.Gauges.ActiveParticipants.Add(1)
+	a.countedSlots++
+	return true
+}
+
+func (a *roomActor) releaseProjectSlots(n int) {
+	a.gate.ActiveParticipants.Add(-int64(n))
+	a.env.Gauges.ActiveParticipants.Add(-int64(n))
+	a.countedSlots -= n
+}
+
+func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
+	p, ok := a.state.Participants[m.ParticipantID]
+	if !ok {
+		r.Respond(core.Reply{Err: apierr.New(apierr.ParticipantNotFound, "no participant %s in room %s", m.ParticipantID, a.id)})
+		return
+	}
+	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
+		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(p.view())}) // DELETE is idempotent
+		return
+	}
+	now := a.env.Clock.Now()
+	joined := p.Status == ParticipantJoined
+	b := a.env.Store.NewBatch()
+	a.leave(b, p, now, LeftReasonRemoved) // finalizes usage and frees the slot
+	a.record(b, roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: p.ID, At: now}})
+	body := a.putParticipantRecord(b, p)
+	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
+	a.nudgeWallet()
+	if media := a.env.Media.Engine(); media != nil && joined {
+		media.RemoveParticipant(a.id, p.ID)
+	}
+}
+
+func (a *roomActor) deleteRoom(m Delete, r *core.Envelope) {
+	if a.admitting() {
+		a.startEnding(EndReasonDeleted, &m.Caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
+		return
+	}
+	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
+}
+
+// startEnding moves the room to ending (audited when a caller asked for
+// it), then closes its sessions. The two are separate durable steps so that
+// an external media engine's closure can sit between them; a crash in
+// between resumes at finishEnding on recovery. An actor never sends to its
+// own bounded mailbox (it could block on itself), so this is a direct call.
+func (a *roomActor) startEnding(reason string, caller *core.Caller, done func(body []byte)) {
+	env := a.env
+	b := env.Store.NewBatch()
+	if caller != nil {
+		env.Audit.Project(b, a.projectID, caller, "room.deleted", core.AuditTarget{Type: "room", ID: a.id}, nil)
+	}
+	a.record(b, roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: env.Clock.Now()}})
+	body := a.putRoomRecord(b)
+	env.Store.Commit(b, func() {
+		if done != nil {
+			done(body)
+		}
+	})
+	if media := a.env.Media.Engine(); media != nil {
+		media.CloseRoom(a.id, reason)
+	}
+	a.finishEnding()
+}
+
+// finishEnding closes every open participant session and ends the room.
+func (a *roomActor) finishEnding() {
+	if a.state.Room.Status != RoomEnding {
+		return
+	}
+	env := a.env
+	now := env.Clock.Now()
+	b := env.Store.NewBatch()
+	// Open usage is finalized before the room ends (spec 6, Emission 3).
+	var open []*Participant
+	for _, p := range a.state.Participants {
+		a.leave(b, p, now, LeftReasonRoomEnded)
+		if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
+			open = append(open, p)
+		}
+	}
+	seq := a.state.EventSeq + 1
+	env.Outbox.Emit(b, a.projectID, core.EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
+	a.record(b, roomEvent{RoomEnded: &roomEnded{At: now}, EventSeq: seq})
+	a.putRoomRecord(b)
+	for _, p := range open {
+		a.putParticipantRecord(b, p)
+	}
+	a.nudgeWallet()
+	// The end is visible to readers once Commit returns; from then on the
+	// room must not count against max_active_rooms (see endedRooms).
+	a.gate.EndedRooms.Add(1)
+	env.Store.Commit(b, func() {
+		// Told only once the end is durable, so the project never forgets a
+		// room that would recover as ending. Sent from a goroutine: the
+		// syncer must never block on a full mailbox.
+		go env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
+	})
+}
+
+// settleUntil is the instant a settlement charges running sessions up to:
+// now, or for a media node run on its own no later than its last presence
+// snapshot, the last instant the control plane knows its sessions were
+// there. If that node has died, its sessions end at that snapshot
+// (reconcile), and a settlement past it would have charged more than their
+// final length, which the final charge never gives back.
+func (a *roomActor) settleUntil(now time.Time) time.Time {
+	if !a.env.Settings.MediaNodeRunsOnItsOwn {
+		return now
+	}
+	if last := a.env.Media.LastPresenceAt(); last.Before(now) {
+		return last
+	}
+	return now
+}
+
+// sweep is the room's periodic housekeeping (every sweepInterval): expiry,
+// lapsed connects, settlement, a silent media node. It reports whether the
+// room ended long enough ago that its actor should stop (passivation).
+func (a *roomActor) sweep() (stop bool) {
+	a.expireIfDue()
+	now := a.env.Clock.Now()
+	if a.admitting() {
+		a.lapseConnects(now)
+		if interval := a.env.Settings.Billing.SettleInterval; now.Sub(a.lastSettle) >= interval {
+			// On the interval's grid, not at this sweep's reading: sweeps
+			// come on a real 1 s ticker, and with its jitter a sweep a hair
+			// under one interval after the last settlement would otherwise
+			// skip it, settling every interval plus one sweep.
+			a.lastSettle = now.Truncate(interval)
+			a.settle(a.settleUntil(now))
+		}
+		// A media node on its own that stopped reporting (crashed) has
+		// nobody left. Silence is time passed on the engine's clock, not
+		// a difference of wall-clock readings (see lastPresenceSeen).
+		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > MediaPresenceTimeout {
+			a.reconcile(Presence{At: a.env.Media.LastPresenceAt()})
+		}
+	}
+	r := &a.state.Room
+	if r.Status == RoomEnded && a.env.Clock.Now().Sub(r.EndedAt) >= passivateAfter {
+		a.env.Registry.RoomStopped(a.id)
+		return true
+	}
+	return false
+}

@@ -1,0 +1,263 @@
+package room
+
+import (
+	"time"
+
+	"rtcd/actors/core"
+	"rtcd/ids"
+	"rtcd/money"
+	"rtcd/persistence"
+)
+
+// Reasons a participant's media session ended (participant.left data.reason).
+const (
+	LeftReasonLeft             = "left"                  // the client said leave
+	LeftReasonDisconnected     = "disconnected"          // its socket dropped
+	LeftReasonHeartbeatTimeout = "heartbeat_timeout"     // it stopped sending heartbeats
+	LeftReasonRemoved          = "removed"               // DELETE of the participant
+	LeftReasonRoomEnded        = "room_ended"            // the room ended
+	LeftReasonConnectTimeout   = "connect_timeout"       // it never joined the media node
+	LeftReasonReconciled       = "reconciled"            // the media node no longer has it (missed leave)
+	LeftReasonRestart          = "control_plane_restart" // the embedded node restarted with the process
+)
+
+// MediaJoin is a media node's report that a participant joined.
+type MediaJoin struct {
+	SessionID, ProjectID, RoomID, ParticipantID string
+	At                                          time.Time
+}
+
+// MediaLeave is a media node's report that a participant left.
+type MediaLeave struct {
+	SessionID, ProjectID, RoomID, ParticipantID string
+	At                                          time.Time
+	Reason                                      string
+}
+
+// MediaPresence is a media node's snapshot of who is connected, for the
+// reconciler: it recovers joins and leaves the control plane missed.
+type MediaPresence struct {
+	NodeID   string
+	At       time.Time
+	Sessions []MediaJoin
+}
+
+// The room's messages from the media side (no answer). They are never
+// refused and never block the sender: the media node's hub must not wait
+// on a room that may be waiting on the node.
+type (
+	// MediaJoined is a join report for the room.
+	MediaJoined struct{ Report MediaJoin }
+	// MediaLeft is a leave report for the room.
+	MediaLeft struct{ Report MediaLeave }
+	// Presence is the room's part of a media node's presence snapshot.
+	Presence struct {
+		At       time.Time
+		Sessions map[string]MediaJoin // participant id -> its session on the node
+	}
+)
+
+// join admits a reported media join: only for the participant's current
+// connect session, and only while it is connected (holds a slot).
+func (a *roomActor) join(r MediaJoin) {
+	p, ok := a.state.Participants[r.ParticipantID]
+	if !ok || a.state.Room.Status != RoomWaiting && a.state.Room.Status != RoomActive {
+		return
+	}
+	if p.Status == ParticipantJoined && p.SessionID == r.SessionID {
+		return // duplicate report (the node and the reconciler both told us)
+	}
+	if p.Status != ParticipantConnected || p.SessionID != r.SessionID {
+		return // a stale session, or a participant that left, was removed or never connected
+	}
+	b := a.env.Store.NewBatch()
+	wasWaiting := a.state.Room.Status == RoomWaiting
+	seq := a.state.EventSeq
+	next := func() uint64 { seq++; return seq }
+	if wasWaiting {
+		a.env.Outbox.Emit(b, a.projectID, core.EventRoomStarted, r.At, map[string]any{"room_id": a.id, "sequence": next()})
+	}
+	a.env.Outbox.Emit(b, a.projectID, core.EventParticipantJoined, r.At, map[string]any{
+		"room_id": a.id, "participant_id": p.ID, "session_id": r.SessionID, "sequence": next()})
+	a.record(b, roomEvent{ParticipantJoined: &participantJoined{ParticipantID: p.ID, SessionID: r.SessionID, At: r.At}, EventSeq: seq})
+	a.putParticipantRecord(b, p)
+	if wasWaiting {
+		a.putRoomRecord(b)
+	}
+	a.env.Store.Commit(b, nil)
+}
+
+// leave finalizes a joined participant's usage session into b: the last
+// charge, the per-day usage records, and participant.left plus
+// usage.finalized. A connected participant that never joined just gives its
+// slot back. The caller commits b.
+func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, reason string) {
+	if !p.counts() {
+		return
+	}
+	if at.Before(p.JoinedAt) {
+		at = p.JoinedAt // reports can arrive out of order; never a negative session
+	}
+	seq := a.state.EventSeq
+	next := func() uint64 { seq++; return seq }
+	var seconds, charged int64
+	if u := p.Usage; u != nil {
+		seconds = int64(at.Sub(u.StartedAt) / time.Second)
+		charged = a.charge(b, p, u, seconds, at)
+		a.writeUsageRecords(b, p, u, at, seconds)
+		a.env.Outbox.Emit(b, a.projectID, core.EventParticipantLeft, at, map[string]any{
+			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID, "reason": reason, "sequence": next()})
+		a.env.Outbox.Emit(b, a.projectID, core.EventUsageFinalized, at, map[string]any{
+			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID,
+			"started_at": core.Timestamp(u.StartedAt), "ended_at": core.Timestamp(at),
+			"participant_seconds": seconds, "participant_minutes": float64(seconds) / 60,
+			"amount": money.Micros(charged).Format(core.LedgerAmountDecimals), "currency": a.env.Settings.Billing.Currency,
+			"sequence": next()})
+	}
+	a.record(b, roomEvent{ParticipantLeft: &participantLeft{ParticipantID: p.ID, At: at, Reason: reason, Seconds: seconds, ChargedMicros: charged}, EventSeq: seq})
+	a.releaseProjectSlots(1)
+	a.putParticipantRecord(b, p)
+}
+
+// charge writes, for the wallet, the charge of a session's usage from what
+// was already charged up to totalSeconds, and returns the new total charged.
+// The total is priced as a whole (floor of seconds x price / 60), so the sum
+// of a session's charges never drifts from its exact price by rounding.
+func (a *roomActor) charge(b *persistence.Batch, p *Participant, u *UsageSession, totalSeconds int64, at time.Time) int64 {
+	billing := &a.env.Settings.Billing
+	if !billing.Enabled {
+		return u.ChargedMicros
+	}
+	total, ok := money.MulDivFloor(totalSeconds, int64(billing.ParticipantMinutePrice), 60)
+	if !ok || total <= u.ChargedMicros {
+		return u.ChargedMicros
+	}
+	accountID := a.gate.Record.Load().AccountID
+	c := core.PendingCharge{
+		ID: ids.New(ids.Charge), ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
+		Seconds: totalSeconds - u.SettledSeconds, Amount: total - u.ChargedMicros, At: at,
+	}
+	b.Set(persistence.Key(persistence.PrefixCharge, accountID+"/"+c.ID), core.MustJSON(c))
+	a.chargesWritten = true
+	return total
+}
+
+// nudgeWallet tells the workspace's wallet that charges are waiting. Sent
+// after the charges' batch is applied; the wallet also sweeps every second,
+// so a lost nudge only delays a charge.
+func (a *roomActor) nudgeWallet() {
+	if !a.chargesWritten {
+		return
+	}
+	a.chargesWritten = false
+	go a.env.Registry.Send(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
+}
+
+// settle charges every joined participant for its usage so far. Called by
+// the sweep once per settle interval, so running sessions are paid as they
+// go and a balance that runs out closes the credit gate for new sessions.
+func (a *roomActor) settle(now time.Time) {
+	b := a.env.Store.NewBatch()
+	n := 0
+	for _, p := range a.state.Participants {
+		u := p.Usage
+		if u == nil || !now.After(u.StartedAt) {
+			continue
+		}
+		seconds := int64(now.Sub(u.StartedAt) / time.Second)
+		if seconds <= u.SettledSeconds {
+			continue
+		}
+		charged := a.charge(b, p, u, seconds, now)
+		a.record(b, roomEvent{UsageSettled: &usageSettled{ParticipantID: p.ID, SettledSeconds: seconds, ChargedMicros: charged}})
+		n++
+	}
+	if n == 0 {
+		b.Discard()
+		return
+	}
+	a.env.Store.Commit(b, nil)
+	a.nudgeWallet()
+}
+
+// UsageDayLayout names a UTC day in usage keys and the daily endpoint.
+const UsageDayLayout = "2006-01-02"
+
+// UsageRecord is the finalized usage of one session on one UTC day.
+type UsageRecord struct {
+	ProjectID     string    `json:"project_id"`
+	RoomID        string    `json:"room_id"`
+	ParticipantID string    `json:"participant_id"`
+	SessionID     string    `json:"session_id"`
+	Day           string    `json:"day"`
+	Seconds       int64     `json:"participant_seconds"`
+	StartedAt     time.Time `json:"started_at"` // of the part of the session on this day
+	EndedAt       time.Time `json:"ended_at"`
+}
+
+// writeUsageRecords splits a finished session at UTC midnights. Each day's
+// seconds are differences of the whole seconds elapsed at its boundaries,
+// so the days add up exactly to the session's total.
+func (a *roomActor) writeUsageRecords(b *persistence.Batch, p *Participant, u *UsageSession, end time.Time, totalSeconds int64) {
+	start := u.StartedAt
+	elapsedAt := func(t time.Time) int64 { return int64(t.Sub(start) / time.Second) }
+	for from := start; from.Before(end) || from.Equal(start); {
+		dayEnd := time.Date(from.Year(), from.Month(), from.Day()+1, 0, 0, 0, 0, time.UTC)
+		to := end
+		if dayEnd.Before(end) {
+			to = dayEnd
+		}
+		secs := elapsedAt(to) - elapsedAt(from)
+		if to.Equal(end) {
+			secs = totalSeconds - elapsedAt(from)
+		}
+		rec := UsageRecord{ProjectID: a.projectID, RoomID: a.id, ParticipantID: p.ID, SessionID: u.SessionID,
+			Day: from.UTC().Format(UsageDayLayout), Seconds: secs, StartedAt: from, EndedAt: to}
+		b.Set(persistence.Key(persistence.PrefixUsage, a.projectID+"/"+rec.Day+"/"+u.SessionID), core.MustJSON(rec))
+		if !to.Before(end) {
+			return
+		}
+		from = to
+	}
+}
+
+func (a *roomActor) mediaLeft(r MediaLeave) {
+	p, ok := a.state.Participants[r.ParticipantID]
+	if !ok || p.Status != ParticipantJoined || p.SessionID != r.SessionID {
+		return // stale or duplicate
+	}
+	b := a.env.Store.NewBatch()
+	a.leave(b, p, r.At, r.Reason)
+	a.env.Store.Commit(b, nil)
+	a.nudgeWallet()
+}
+
+// reconcile compares the room with a media node's snapshot: a joined
+// participant the node no longer has left (at the snapshot's time); a
+// connected one the node has joined (at the time the node saw it).
+func (a *roomActor) reconcile(m Presence) {
+	if !a.admitting() {
+		// The node still holds sessions of a room that is closing or
+		// closed: a close command was lost. Ask again (idempotent).
+		if len(m.Sessions) > 0 {
+			if media := a.env.Media.Engine(); media != nil {
+				media.CloseRoom(a.id, a.state.Room.EndReason)
+			}
+		}
+		return
+	}
+	for _, p := range a.state.Participants {
+		s, onNode := m.Sessions[p.ID]
+		switch {
+		// Presence is by participant: after a reconnect the node may still
+		// show the previous session until the new one replaces it.
+		case p.Status == ParticipantJoined && !onNode:
+			b := a.env.Store.NewBatch()
+			a.leave(b, p, m.At, LeftReasonReconciled)
+			a.env.Store.Commit(b, nil)
+		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
+			a.join(s)
+		}
+	}
+	a.nudgeWallet()
+}
