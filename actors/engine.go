@@ -187,6 +187,13 @@ func (e *Engine) Start() error {
 // requires it). In-flight replies that wait for a sync are still delivered by
 // the store's syncer until the store closes; messages the syncer's callbacks
 // send to stopped actors (roomClosed) are dropped and re-derived at recovery.
+//
+// Rooms apply every message sent to them before Stop first: a poison pill
+// queues behind them, where protoactor's stop, a system message, would
+// overtake them. That is what lets a shutting-down media node's leave
+// reports (node_shutdown) finalize usage: they are handed over just before
+// Stop. Room handlers never wait on another actor, so the drain ends; a
+// drain longer than the future's timeout ends in a plain stop.
 func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
@@ -197,10 +204,20 @@ func (e *Engine) Stop() {
 		// The directory first: it may spawn wallets and projects.
 		_ = e.system.Root.StopFuture(e.directory).Wait()
 	}
+	var rooms []*actor.PID
 	e.rooms.Range(func(_, v any) bool {
-		stopping = append(stopping, e.system.Root.StopFuture(v.(*roomHandle).pid))
+		rooms = append(rooms, v.(*roomHandle).pid)
+		stopping = append(stopping, e.system.Root.PoisonFuture(v.(*roomHandle).pid))
 		return true
 	})
+	for i, f := range stopping {
+		if f.Wait() != nil {
+			// The drain outlived the future's timeout: stop the room
+			// outright, so no room commits after Stop returns.
+			_ = e.system.Root.StopFuture(rooms[i]).Wait()
+		}
+	}
+	stopping = stopping[:0]
 	e.projects.Range(func(_, v any) bool {
 		stopping = append(stopping, e.system.Root.StopFuture(v.(*projectHandle).pid))
 		return true
@@ -501,8 +518,14 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Region is the server's configured region.
-func (e *Engine) Region() string { return e.env.Settings.Region }
+// Region is the server's configured region ("" on an engine that was never
+// started: the route table is built over one to list the routes).
+func (e *Engine) Region() string {
+	if e.env == nil {
+		return ""
+	}
+	return e.env.Settings.Region
+}
 
 func (e *Engine) spawnDirectory(rec *core.Recovery) {
 	a := directory.New(e.env, e.sessions, rec)

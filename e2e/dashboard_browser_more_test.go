@@ -234,7 +234,9 @@ func TestDashboardBrowserWorkspace(t *testing.T) {
 	// Staging has none: archived.
 	p.Click("Archive", "Staging")
 	p.Click("Yes, archive", "Staging")
-	p.WaitText("archived")
+	// The page's subtitle always says "archived ones count": wait for the
+	// row's own status.
+	p.WaitTextIn("archived", "Staging")
 	if got := e.tmProjectOf(session, acct, staging)["status"]; got != "archived" {
 		t.Errorf("Staging after archiving: %v", got)
 	}

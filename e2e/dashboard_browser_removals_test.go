@@ -96,7 +96,9 @@ func TestDashboardBrowserRemovals(t *testing.T) {
 	// Her only workspace is gone: the dashboard leaves it.
 	carol.WaitNoText("carol@example.com (you)")
 
-	// The owner removes bob.
+	// The owner removes bob. Bob's page still shows the rooms and refreshes
+	// them while any is live: once he is removed that refresh is refused.
+	bob.Allow(404, "/v1/rooms")
 	owner.Go(e.Base + team)
 	owner.WaitText("Role of bob@example.com")
 	owner.Click("Remove", "Role of bob@example.com")

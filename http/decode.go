@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"mime"
 	"reflect"
 	"strings"
 
@@ -23,10 +24,22 @@ const jsonWhitespace = " \t\r\n"
 // trailing data are invalid_request. An empty body (no bytes at all) counts
 // as {} when emptyOK (every field of the request is optional); a body of
 // only whitespace is not empty, and is refused like any other non-object.
+//
+// A body must be declared as JSON (Content-Type application/json, charset
+// utf-8 if any): anything else is 415 before a byte of it is parsed, so a form
+// or a text/plain body a browser sends cross-origin without a preflight
+// never acts (docs/api.md, "Strict request bodies").
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 	raw := rc.ctx.PostBody()
 	if len(raw) == 0 && emptyOK {
 		return nil
+	}
+	if len(raw) > 0 {
+		// An empty body has no type to check: it is refused below as no
+		// JSON object (or taken as {} above).
+		if err := checkJSONContentType(rc.ctx.Request.Header.ContentType()); err != nil {
+			return err
+		}
 	}
 	body := bytes.Trim(raw, jsonWhitespace)
 	if len(body) == 0 {
@@ -49,6 +62,28 @@ func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
 	var extra json.RawMessage
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return apierr.New(apierr.InvalidRequest, "the request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonMediaType is the one media type a JSON route accepts.
+const jsonMediaType = "application/json"
+
+// checkJSONContentType refuses (415) a body not declared as JSON: no
+// Content-Type, another media type (text/plain and form encodings above
+// all: a browser sends those cross-origin without asking first), or a
+// charset other than UTF-8 (RFC 8259 section 8.1).
+func checkJSONContentType(header []byte) *apierr.Error {
+	refuse := func() *apierr.Error {
+		return apierr.New(apierr.InvalidRequest, "the request body must be JSON sent with Content-Type: %s", jsonMediaType).
+			WithDetails("header", "Content-Type").WithDetails("expected", jsonMediaType).WithStatus(415)
+	}
+	mediaType, params, err := mime.ParseMediaType(string(header))
+	if err != nil || mediaType != jsonMediaType {
+		return refuse()
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return refuse()
 	}
 	return nil
 }

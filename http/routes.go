@@ -93,6 +93,7 @@ func (s *Server) routes() {
 	s.route("DELETE", participantPath, apiKey, s.removeParticipant, sc.ParticipantsWrite)
 
 	s.route("POST", connectPath, noAuth, s.connect) // the participant token in the body is the credential
+	s.preflight(connectPath, connectAllowedHeaders) // web clients call it from any origin (cors.go)
 
 	s.route("POST", apiKeysPath, apiKey, created(false, s.createAPIKey), sc.APIKeysWrite)
 	s.route("GET", apiKeysPath, apiKey, listed(s.listAPIKeys), sc.APIKeysRead)

@@ -59,6 +59,8 @@ type member struct {
 	joinedAt   time.Time
 	lastSeenAt time.Time
 	state      json.RawMessage
+	tracks     []TrackInfo // what it publishes (protocol 2)
+	speaking   bool        // the room's active speaker (protocol 2)
 }
 
 func newHub(n *Node) *hub {
@@ -107,11 +109,12 @@ func (h *hub) release(c *conn) {
 	h.connections--
 }
 
-// join admits a verified client to its room.
-func (h *hub) join(c *conn, claims auth.MediaClaims) {
+// join admits a verified client to its room, speaking protocol.
+func (h *hub) join(c *conn, claims auth.MediaClaims, protocol int) {
 	if c.ended {
 		return // timed out (or the node shut down) while the token was checked
 	}
+	c.protocol = protocol
 	delete(h.pending, c)
 	now := h.clockNow()
 	if h.tombstones.has(roomTombstone(claims.RoomID)) {
@@ -151,7 +154,15 @@ func (h *hub) join(c *conn, claims auth.MediaClaims) {
 			m.joinedAt = now
 			h.reportJoined(m)
 		}
+		// The old socket's tracks went with it (terminate closed its
+		// peer); the new socket publishes afresh.
+		hadMedia := m.tracks != nil || m.speaking
+		m.tracks, m.speaking = nil, false
 		h.enqueue(c, h.joinedMessage(r, m))
+		if hadMedia {
+			h.broadcastMedia(r, m)
+		}
+		h.startMedia(c, m)
 		return
 	}
 
@@ -162,6 +173,63 @@ func (h *hub) join(c *conn, claims auth.MediaClaims) {
 	h.reportJoined(m)
 	h.enqueue(c, h.joinedMessage(r, m))
 	h.broadcast(r, m, encode(participantJoinedMessage{Type: typeParticipantJoined, Participant: m.view()}))
+	h.startMedia(c, m)
+}
+
+// startMedia gives a protocol 2 member's socket its media. Only the joined
+// socket of record of a member ever has a peer, so nothing is forwarded
+// to or from a socket that has not joined or has ended.
+func (h *hub) startMedia(c *conn, m *member) {
+	if c.protocol < protocolMedia || h.n.rtc == nil {
+		return
+	}
+	c.peer = h.n.rtc.addPeer(h.n, c, participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID}, m.claims.Role)
+}
+
+// tracksChanged records what c's member publishes and tells the room.
+func (h *hub) tracksChanged(c *conn, tracks []TrackInfo) {
+	m := c.member
+	if c.ended || m == nil {
+		return
+	}
+	m.tracks = tracks
+	h.broadcastMedia(h.rooms[m.claims.RoomID], m)
+}
+
+// activeSpeaker marks participantID ("" for nobody) as the room's one
+// speaking member and tells the room about each member whose flag changed.
+func (h *hub) activeSpeaker(roomID, participantID string) {
+	r := h.rooms[roomID]
+	if r == nil {
+		return
+	}
+	// The one who stopped speaking first, then the one who started, so a
+	// client never sees two speakers at once.
+	for _, turnOn := range []bool{false, true} {
+		for _, m := range sortedMembers(r) {
+			speaking := m.claims.ParticipantID == participantID
+			if m.speaking != speaking && speaking == turnOn {
+				m.speaking = speaking
+				h.broadcastMedia(r, m)
+			}
+		}
+	}
+}
+
+// broadcastMedia tells the protocol 2 members of r (m included: a client
+// learns that the node accepted its tracks) about m's tracks and speaking.
+// Protocol 1 members are not told: their protocol has no media.
+func (h *hub) broadcastMedia(r *room, m *member) {
+	if r == nil {
+		return
+	}
+	msg := encode(participantUpdatedMessage{Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID,
+		State: m.state, Tracks: m.tracks, Speaking: m.speaking})
+	for _, o := range r.members {
+		if o.c.protocol >= protocolMedia {
+			h.enqueue(o.c, msg)
+		}
+	}
 }
 
 // message handles a joined client's ping, update or leave.
@@ -176,10 +244,20 @@ func (h *hub) message(c *conn, msg clientMessage) {
 		h.enqueue(c, encode(pongMessage{Type: typePong, TS: msg.TS}))
 	case typeUpdate:
 		m.state = msg.State
+		// Tracks and speaking ride along (absent for a member without
+		// media), so a state update never reads as tracks gone.
 		h.broadcast(h.rooms[m.claims.RoomID], m, encode(participantUpdatedMessage{
-			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state}))
+			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state, Tracks: m.tracks, Speaking: m.speaking}))
 	case typeLeave:
 		h.drop(m, ReasonLeft, "", "")
+	case typePublishOffer, typeSubscribeAnswer, typeCandidate, typeTrackSubscribe, typeTrackUnsubscribe:
+		p := c.peer
+		if p == nil {
+			return
+		}
+		if !p.do(func() { p.handle(msg) }) {
+			h.drop(m, ReasonBadMessage, CodeBadMessage, "too many signalling messages waiting")
+		}
 	}
 }
 
@@ -347,11 +425,16 @@ func (h *hub) terminate(c *conn, code, text string) {
 	}
 	c.ended = true
 	c.member = nil
+	if c.peer != nil {
+		// Media stops with the socket, whatever ended it.
+		c.peer.close()
+		c.peer = nil
+	}
 	delete(h.pending, c)
 	if code == "" {
 		c.closeCode = CloseNormal
 	} else {
-		c.finalMessage = encodeError(code, text)
+		c.finalMessage = encodeError(c.protocol, code, text)
 		c.closeCode, c.closeText = closeCodeOf(code), code
 	}
 	close(c.stop)
@@ -428,8 +511,12 @@ func (h *hub) joinedMessage(r *room, m *member) []byte {
 			others = append(others, o.view())
 		}
 	}
+	var iceServers []ICEServer
+	if m.c.protocol >= protocolMedia && h.n.rtc != nil {
+		iceServers = h.n.rtc.iceServers(participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID})
+	}
 	return encode(joinedMessage{
-		Type: typeJoined, Protocol: ProtocolVersion,
+		Type: typeJoined, Protocol: m.c.protocol, ICEServers: iceServers,
 		SessionID: m.claims.SessionID, RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, Role: m.claims.Role,
 		HeartbeatIntervalMS: int64(h.cfg.HeartbeatIntervalSeconds) * 1000,
 		HeartbeatTimeoutMS:  int64(h.cfg.HeartbeatTimeoutSeconds) * 1000,
@@ -438,7 +525,7 @@ func (h *hub) joinedMessage(r *room, m *member) []byte {
 }
 
 func (m *member) view() participantView {
-	return participantView{ParticipantID: m.claims.ParticipantID, Role: m.claims.Role, State: m.state}
+	return participantView{ParticipantID: m.claims.ParticipantID, Role: m.claims.Role, State: m.state, Tracks: m.tracks, Speaking: m.speaking}
 }
 
 // sortedMembers returns r's members by participant ID, so messages and

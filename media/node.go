@@ -111,6 +111,10 @@ type NodeConfig struct {
 	MaxConnections           int // default 10000, at most 20000
 	TombstoneSeconds         int // default 900
 	PresenceIntervalSeconds  int // default 5
+
+	// WebRTC, if set, turns on protocol 2: publish, subscribe and RTP
+	// forwarding. Nil keeps the node to presence (protocol 1).
+	WebRTC *WebRTCConfig
 }
 
 // withDefaults returns c with zero fields defaulted.
@@ -181,6 +185,7 @@ func (c NodeConfig) validate() error {
 type Node struct {
 	cfg      NodeConfig
 	upgrader websocket.Upgrader
+	rtc      *rtc // nil without WebRTCConfig
 
 	inbox     chan func(*hub)
 	quit      chan struct{} // closed by Close once every connection is gone
@@ -208,8 +213,18 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		quit:    make(chan struct{}),
 		hubDone: make(chan struct{}),
 	}
+	if cfg.WebRTC != nil {
+		r, err := newRTC(*cfg.WebRTC, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		n.rtc = r
+	}
 	h := newHub(n)
 	go h.run()
+	if n.rtc != nil {
+		n.rtc.start(n)
+	}
 	return n, nil
 }
 
@@ -368,6 +383,9 @@ func (n *Node) Close() {
 		n.conns.Wait()
 		close(n.quit)
 		<-n.hubDone
+		if n.rtc != nil {
+			n.rtc.close()
+		}
 	})
 }
 

@@ -59,11 +59,19 @@ type embeddedMedia struct {
 
 // startEmbeddedMedia runs the node on ln (listened on before the engine
 // was created, so the media URL could name its real address).
-func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock, counts *metrics.Media) (*embeddedMedia, error) {
-	reporter := media.NewAsyncReporter(engineReporter{engine}, counts)
-	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, Metrics: counts})
+// Its WebRTC sockets follow net (see media.OpenWebRTC); a listener asked
+// for on port 0 gets ephemeral media ports.
+func startEmbeddedMedia(ln net.Listener, ephemeral bool, netOpts media.NetworkOptions, engine *actors.Engine, keys auth.Keys, clk clock.Clock, counts *metrics.Media) (*embeddedMedia, error) {
+	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), ephemeral)
 	if err != nil {
 		_ = ln.Close()
+		return nil, err
+	}
+	reporter := media.NewAsyncReporter(engineReporter{engine}, counts)
+	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, WebRTC: webrtc, Metrics: counts})
+	if err != nil {
+		_ = ln.Close()
+		media.CloseWebRTC(webrtc)
 		reporter.Close()
 		return nil, err
 	}

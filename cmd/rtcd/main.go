@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -259,10 +260,22 @@ func runMedia(args []string) error {
 	hostname, _ := os.Hostname()
 	nodeID := fs.String("node-id", envOr("RTCD_MEDIA_NODE_ID", hostname), "name of this node in reports")
 	logLevel := fs.String("log-level", envOr("RTCD_LOG_LEVEL", "info"), "debug, info, warn or error")
+	nodeIP := fs.String("media-node-ip", os.Getenv("RTCD_MEDIA_NODE_IP"), "IP address clients send media to (ICE host candidates); empty: the --listen host")
+	var envErr error
+	udpPort := fs.Int("media-udp-port", envInt("RTCD_MEDIA_UDP_PORT", 0, &envErr), "the one UDP port every WebRTC peer uses; 0: the --listen port number (on UDP)")
+	tcpPort := fs.Int("media-tcp-port", envInt("RTCD_MEDIA_TCP_PORT", 0, &envErr), "ICE over TCP port; 0: the --listen port + 1; -1: off")
+	turnPort := fs.Int("media-turn-port", envInt("RTCD_MEDIA_TURN_PORT", 0, &envErr), "embedded TURN server port (UDP and TCP), for clients that reach neither the UDP port nor ICE over TCP; 0: off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if envErr != nil {
+		return envErr
+	}
 	setupLogging(*logLevel)
+	netOpts := media.NetworkOptions{NodeIP: *nodeIP, UDPPort: *udpPort, TCPPort: *tcpPort, TURNPort: *turnPort}
+	if err := netOpts.Validate(); err != nil {
+		return err
+	}
 	key, err := mediaKeyFrom(*hexKey, *dataDir)
 	if err != nil {
 		return err
@@ -272,20 +285,49 @@ func runMedia(args []string) error {
 	if err != nil {
 		return err
 	}
-	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter})
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
+	_, listenPort, _ := net.SplitHostPort(*listen)
+	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), listenPort == "0")
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter, WebRTC: webrtc})
+	if err != nil {
+		_ = ln.Close()
+		media.CloseWebRTC(webrtc)
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID)
+	tcpAddr := "off"
+	if webrtc.TCP != nil {
+		tcpAddr = webrtc.TCP.Addr().String()
+	}
+	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID,
+		"webrtc_udp", webrtc.UDP.LocalAddr().String(), "ice_tcp", tcpAddr)
 	err = node.Serve(ctx, ln, media.NewControlHandler(node, signing, clock.Real{}))
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = reporter.Close(flushCtx) // deliver the last leaves
 	return err
+}
+
+// envInt returns the integer in environment variable name, or def when it
+// is unset; a value that is not an integer is recorded in *bad, so the
+// caller refuses to start rather than silently use the default.
+func envInt(name string, def int, bad *error) int {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.Atoi(raw)
+	if err != nil {
+		*bad = fmt.Errorf("%s=%q: want an integer", name, raw)
+		return def
+	}
+	return v
 }
