@@ -167,6 +167,12 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 		}
 	}
 	se.SetNetworkTypes(networks)
+	// A peer's connections are closed by its own goroutine only, the one
+	// that also samples their stats (quality.go): pion's own close on a
+	// DTLS close_notify runs on a goroutine of its own and clears state
+	// GetStats reads without a lock (a data race in pion v4.2.26). The
+	// signalling socket and ICE failure end a peer instead.
+	se.DisableCloseByDTLS(true)
 	// mDNS candidates would send multicast queries; the node announces
 	// plain addresses.
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
