@@ -1,6 +1,7 @@
 package media
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/pion/rtp"
@@ -256,5 +257,65 @@ func TestMediaMetricsFollowTheCall(t *testing.T) {
 	}
 	if got := value("rtcd_media_turn_allocations", ""); got != 0 {
 		t.Errorf("TURN allocations = %v on a node without TURN", got)
+	}
+}
+
+// BenchmarkFanoutCounted: one track fanned out to 8 copies whose writers
+// discard, with and without the node's metrics, so the cost of counting
+// on the forwarding path (the copies' writers tally every packet) is
+// measured rather than assumed.
+func BenchmarkFanoutCounted(b *testing.B) {
+	for _, counted := range []bool{false, true} {
+		name := "metrics=off"
+		if counted {
+			name = "metrics=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := &rtc{rooms: map[string]*sfuRoom{}}
+			if counted {
+				r.metrics = metrics.NewNode("bench").Media
+			}
+			up := newUpTrack(&peer{r: r}, "cam", SourceCamera, webrtc.RTPCodecTypeVideo, webrtc.RTPCodecParameters{}, nil)
+			type copyOf struct {
+				d *downTrack
+				w *countingWriter
+			}
+			var copies []copyOf
+			for range 8 {
+				c := copyOf{w: &countingWriter{}}
+				c.d = newDownTrack(up, nil, c.w, nil)
+				up.attach(c.d)
+				copies = append(copies, c)
+				go c.d.writeLoop()
+			}
+			// done: every packet written or dropped by every copy.
+			done := func(n int) bool {
+				for _, c := range copies {
+					if c.w.n.Load()+int64(c.d.dropped.Load()) < int64(n) {
+						return false
+					}
+				}
+				return true
+			}
+			layer := &upLayer{}
+			pkt := &rtp.Packet{Payload: make([]byte, 1000)}
+			b.ResetTimer()
+			for i := range b.N {
+				pkt.SequenceNumber = uint16(i)
+				up.fanout(layer, pkt)
+				if i%64 == 63 { // pace like a stream: let the writers catch up
+					for !done(i + 1) {
+						runtime.Gosched()
+					}
+				}
+			}
+			for !done(b.N) {
+				runtime.Gosched()
+			}
+			b.StopTimer()
+			for _, c := range copies {
+				c.d.stop()
+			}
+		})
 	}
 }
