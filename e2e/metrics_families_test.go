@@ -98,6 +98,16 @@ func TestMetricsFamiliesFromTheStart(t *testing.T) {
 		"rtcd_media_leaves_total":                     dto.MetricType_COUNTER,
 		"rtcd_media_timeouts_total":                   dto.MetricType_COUNTER,
 		"rtcd_media_reports_total":                    dto.MetricType_COUNTER,
+		"rtcd_media_published_tracks":                 dto.MetricType_GAUGE,
+		"rtcd_media_subscriptions":                    dto.MetricType_GAUGE,
+		"rtcd_media_received_packets_total":           dto.MetricType_COUNTER,
+		"rtcd_media_received_bytes_total":             dto.MetricType_COUNTER,
+		"rtcd_media_forwarded_packets_total":          dto.MetricType_COUNTER,
+		"rtcd_media_forwarded_bytes_total":            dto.MetricType_COUNTER,
+		"rtcd_media_dropped_packets_total":            dto.MetricType_COUNTER,
+		"rtcd_media_layer_switches_total":             dto.MetricType_COUNTER,
+		"rtcd_media_keyframe_requests_total":          dto.MetricType_COUNTER,
+		"rtcd_media_turn_allocations":                 dto.MetricType_GAUGE,
 		"rtcd_rate_limit_rejections_total":            dto.MetricType_COUNTER,
 		"rtcd_snapshot_write_duration_seconds":        dto.MetricType_HISTOGRAM,
 		"rtcd_recovery_duration_seconds":              dto.MetricType_GAUGE,
@@ -165,6 +175,18 @@ func TestMetricsFamiliesFromTheStart(t *testing.T) {
 			zero("rtcd_media_reports_total", mfLabels{"type": typ, "result": res})
 		}
 	}
+	for _, kind := range metrics.MediaKinds {
+		for _, name := range []string{"rtcd_media_published_tracks", "rtcd_media_subscriptions", "rtcd_media_received_packets_total",
+			"rtcd_media_received_bytes_total", "rtcd_media_forwarded_packets_total", "rtcd_media_forwarded_bytes_total",
+			"rtcd_media_dropped_packets_total"} {
+			zero(name, mfLabels{"kind": kind})
+		}
+	}
+	for _, dir := range []string{metrics.MediaLayerUp, metrics.MediaLayerDown} {
+		zero("rtcd_media_layer_switches_total", mfLabels{"direction": dir})
+	}
+	zero("rtcd_media_keyframe_requests_total", nil)
+	zero("rtcd_media_turn_allocations", nil)
 	for _, name := range metrics.RateLimitNames {
 		zero("rtcd_rate_limit_rejections_total", mfLabels{"limit": name})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
+	"rtcd/metrics"
 )
 
 // upTrack is one track a participant publishes: one or more layers
@@ -26,6 +27,8 @@ type upTrack struct {
 	kind      webrtc.RTPCodecType
 	publisher *peer
 	pc        *webrtc.PeerConnection // the publisher's publish connection, for keyframe requests
+	metrics   *metrics.Media         // the node's; nil counts nothing
+	counts    *metrics.MediaKind     // metrics of the track's kind, resolved once
 
 	codec webrtc.RTPCodecParameters // set before the track is published, then fixed
 
@@ -71,6 +74,10 @@ func newTrackID() string {
 func newUpTrack(p *peer, clientID, source string, kind webrtc.RTPCodecType, codec webrtc.RTPCodecParameters, pc *webrtc.PeerConnection) *upTrack {
 	u := &upTrack{id: newTrackID(), clientID: clientID, source: source, kind: kind, publisher: p, pc: pc, codec: codec,
 		downSet: make(map[*downTrack]struct{})}
+	if p != nil && p.r != nil {
+		u.metrics = p.r.metrics
+		u.counts = u.metrics.Kind(kind.String())
+	}
 	empty := []*downTrack{}
 	u.downs.Store(&empty)
 	return u
@@ -88,9 +95,15 @@ func (u *upTrack) info() TrackInfo {
 	return TrackInfo{TrackID: u.id, Source: u.source, Kind: u.kind.String(), Layers: n}
 }
 
-// attach and detach change who receives the track. Call with rtc.mu held.
+// attach and detach change who receives the track, and the subscriptions
+// gauge with it (endTrackLocked takes every copy away at once). Call with
+// rtc.mu held.
 func (u *upTrack) attach(d *downTrack) {
+	if _, ok := u.downSet[d]; ok {
+		return
+	}
 	u.downSet[d] = struct{}{}
+	u.counts.Subscribed()
 	u.publishDowns()
 }
 
@@ -99,6 +112,7 @@ func (u *upTrack) detach(d *downTrack) {
 		return
 	}
 	delete(u.downSet, d)
+	u.counts.Unsubscribed(1)
 	u.publishDowns()
 }
 
@@ -181,7 +195,9 @@ func (u *upTrack) requestKeyframe(l *upLayer) {
 	now := time.Now().UnixNano()
 	last := l.lastKeyframeRequestNanos.Load()
 	if now-last >= interval && l.lastKeyframeRequestNanos.CompareAndSwap(last, now) {
-		_ = u.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: l.ssrc}})
+		if u.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: l.ssrc}}) == nil {
+			u.metrics.KeyframeRequested()
+		}
 		return
 	}
 	if l.keyframeRequestDeferred.CompareAndSwap(false, true) {
@@ -192,11 +208,24 @@ func (u *upTrack) requestKeyframe(l *upLayer) {
 	}
 }
 
+// metricsBatchPackets is how many packets a forwarding or writing
+// goroutine tallies in plain integers before it adds them to the node's
+// shared counters, and it adds what is left when it ends: the hot loops
+// touch the counters (atomics every goroutine shares) once per batch, not
+// per packet. The counters lag by at most this many packets per layer and
+// per subscriber copy, about a second of audio.
+const metricsBatchPackets = 64
+
+// rtpTally is one goroutine's packets not counted in the metrics yet.
+type rtpTally struct{ packets, bytes, dropped int }
+
 // forward reads layer l until the publisher stops sending it and hands
 // every packet to each attached down track. It never waits on a
 // subscriber: enqueue drops for that subscriber alone when its queue is
 // full. It returns when the layer's stream ends.
 func (u *upTrack) forward(l *upLayer) {
+	var in rtpTally
+	defer func() { u.counts.Received(in.packets, in.bytes, in.dropped) }()
 	for {
 		buf := make([]byte, rtpPacketBytes)
 		n, _, err := l.remote.Read(buf)
@@ -215,16 +244,26 @@ func (u *upTrack) forward(l *upLayer) {
 		// connection; each subscriber's interceptors add their own.
 		pkt.Extension = false
 		pkt.Extensions = nil
-		u.fanout(l, pkt)
+		in.packets++
+		in.bytes += len(pkt.Payload)
+		in.dropped += u.fanout(l, pkt)
+		if in.packets == metricsBatchPackets {
+			u.counts.Received(in.packets, in.bytes, in.dropped)
+			in = rtpTally{}
+		}
 	}
 }
 
-// fanout hands pkt to every attached down track without waiting on any.
-func (u *upTrack) fanout(l *upLayer, pkt *rtp.Packet) {
+// fanout hands pkt to every attached down track without waiting on any,
+// and returns how many of them dropped it (their queue was full).
+func (u *upTrack) fanout(l *upLayer, pkt *rtp.Packet) (dropped int) {
 	u.packetsIn.Add(1)
 	for _, d := range *u.downs.Load() {
-		d.enqueue(l, pkt)
+		if !d.enqueue(l, pkt) {
+			dropped++
+		}
 	}
+	return dropped
 }
 
 // rtpWriter writes one packet to a subscriber (a pion local track; a test
@@ -299,18 +338,21 @@ func newDownTrack(up *upTrack, sub *peer, w rtpWriter, sender *webrtc.RTPSender)
 }
 
 // enqueue queues pkt for the subscriber, or drops it when the queue is
-// full. It never blocks: it runs on the publisher's forwarding loop. A
-// simulcast copy takes only its current and target layers.
-func (d *downTrack) enqueue(l *upLayer, pkt *rtp.Packet) {
+// full (and returns false). It never blocks: it runs on the publisher's
+// forwarding loop. A simulcast copy takes only its current and target
+// layers (a packet of another layer is not wanted, not dropped).
+func (d *downTrack) enqueue(l *upLayer, pkt *rtp.Packet) bool {
 	if d.simulcast {
 		if i := int32(l.index); i != d.current.Load() && i != d.target.Load() {
-			return
+			return true
 		}
 	}
 	select {
 	case d.queue <- queuedPacket{layer: l, pkt: pkt}:
+		return true
 	default:
 		d.dropped.Add(1)
+		return false
 	}
 }
 
@@ -370,6 +412,8 @@ const switchGapTicks = 90000 / 30
 // is never written to) before pion rewrites its SSRC and payload type.
 func (d *downTrack) writeLoop() {
 	defer close(d.exited)
+	var sent rtpTally
+	defer func() { d.up.counts.Forwarded(sent.packets, sent.bytes) }()
 	for {
 		select {
 		case <-d.done:
@@ -385,6 +429,12 @@ func (d *downTrack) writeLoop() {
 			d.started = true
 			d.lastSeq, d.lastTS = out.SequenceNumber, out.Timestamp
 			d.sent.Add(1)
+			sent.packets++
+			sent.bytes += len(out.Payload)
+			if sent.packets == metricsBatchPackets {
+				d.up.counts.Forwarded(sent.packets, sent.bytes)
+				sent = rtpTally{}
+			}
 		}
 	}
 }
@@ -408,6 +458,9 @@ func (d *downTrack) follow(l *upLayer, out *rtp.Packet) bool {
 		if d.started {
 			d.seqOffset = d.lastSeq + 1 - out.SequenceNumber
 			d.tsOffset = d.lastTS + switchGapTicks - out.Timestamp
+		}
+		if from := d.current.Load(); from >= 0 {
+			d.up.metrics.LayerSwitch(i > from) // the first layer a copy starts on is no switch
 		}
 		d.current.Store(i)
 		d.switches.Add(1)

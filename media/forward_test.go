@@ -8,6 +8,8 @@ import (
 
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
+
+	"rtcd/metrics"
 )
 
 // countingWriter counts packets; while block is open, every write waits on
@@ -27,7 +29,8 @@ func (w *countingWriter) WriteRTP(*rtp.Packet) error {
 
 // TestStalledSubscriberDropsOnlyItsOwnPackets: one subscriber's writes
 // block forever; the publisher's fan-out never waits, the other subscriber
-// gets every packet, and the stalled one holds at most its bounded queue.
+// gets every packet, and the stalled one holds at most its bounded queue
+// (fanout says how many it dropped, for the metrics).
 func TestStalledSubscriberDropsOnlyItsOwnPackets(t *testing.T) {
 	up := newUpTrack(nil, "cam", SourceCamera, webrtc.RTPCodecTypeVideo, webrtc.RTPCodecParameters{}, nil)
 	stalled := &countingWriter{block: make(chan struct{})}
@@ -46,8 +49,9 @@ func TestStalledSubscriberDropsOnlyItsOwnPackets(t *testing.T) {
 
 	const packets = 4 * downTrackQueuePackets
 	layer := &upLayer{}
+	dropped := 0
 	for i := range packets {
-		up.fanout(layer, &rtp.Packet{Header: rtp.Header{SequenceNumber: uint16(i)}, Payload: []byte{byte(i)}})
+		dropped += up.fanout(layer, &rtp.Packet{Header: rtp.Header{SequenceNumber: uint16(i)}, Payload: []byte{byte(i)}})
 		if i == 0 {
 			waitFor(t, "the stalled writer to take its first packet", func() bool { return len(dStalled.queue) == 0 })
 		}
@@ -61,8 +65,8 @@ func TestStalledSubscriberDropsOnlyItsOwnPackets(t *testing.T) {
 		t.Fatalf("healthy subscriber dropped %d", dHealthy.dropped.Load())
 	}
 	// The stalled writer holds one packet in its write; the queue the rest.
-	if got, want := dStalled.dropped.Load(), uint64(packets-downTrackQueuePackets-1); got != want {
-		t.Fatalf("stalled subscriber dropped %d, want %d", got, want)
+	if got, want := dStalled.dropped.Load(), uint64(packets-downTrackQueuePackets-1); got != want || dropped != int(want) {
+		t.Fatalf("stalled subscriber dropped %d (fanout said %d), want %d", got, dropped, want)
 	}
 	if stalled.n.Load() != 0 {
 		t.Fatal("a blocked write completed")
@@ -142,9 +146,12 @@ func simulcastTrack() *upTrack {
 // TestSimulcastSwitchesOnlyAtKeyframes: a copy starts at the lowest
 // layer's first keyframe, moves to a new target only at that layer's
 // keyframe, keeps the old layer until then, and the subscriber's sequence
-// numbers run on without a gap across the switch.
+// numbers run on without a gap across the switch. The metrics count the
+// switches by direction, the first layer not being one.
 func TestSimulcastSwitchesOnlyAtKeyframes(t *testing.T) {
 	up := simulcastTrack()
+	reg := metrics.NewNode("test")
+	up.metrics = reg.Media
 	w := &recordingWriter{}
 	d := newDownTrack(up, nil, w, nil)
 	up.attach(d)
@@ -169,6 +176,9 @@ func TestSimulcastSwitchesOnlyAtKeyframes(t *testing.T) {
 	send(0, false, 8) // left behind
 	send(2, false, 9)
 	waitFor(t, "the writer", func() bool { return len(d.queue) == 0 && len(w.written()) >= 5 })
+	d.target.Store(1)
+	send(1, true, 10) // down to the middle layer
+	waitFor(t, "the writer", func() bool { return len(d.queue) == 0 && len(w.written()) >= 6 })
 	got := w.written()
 	var order []byte
 	for i, p := range got {
@@ -180,11 +190,16 @@ func TestSimulcastSwitchesOnlyAtKeyframes(t *testing.T) {
 			t.Errorf("timestamp step %d, want 3000", p.Timestamp-got[i-1].Timestamp)
 		}
 	}
-	if !slices.Equal(order, []byte{3, 4, 6, 7, 9}) {
-		t.Fatalf("forwarded %v, want [3 4 6 7 9]", order)
+	if !slices.Equal(order, []byte{3, 4, 6, 7, 9, 10}) {
+		t.Fatalf("forwarded %v, want [3 4 6 7 9 10]", order)
 	}
-	if d.current.Load() != 2 || d.switches.Load() != 2 {
-		t.Fatalf("current %d after %d switches, want layer 2 after 2", d.current.Load(), d.switches.Load())
+	if d.current.Load() != 1 || d.switches.Load() != 3 {
+		t.Fatalf("current %d after %d switches, want layer 1 after 3", d.current.Load(), d.switches.Load())
+	}
+	for dir, want := range map[string]float64{metrics.MediaLayerUp: 1, metrics.MediaLayerDown: 1} {
+		if got := metricValue(t, reg.Registry, "rtcd_media_layer_switches_total", map[string]string{"direction": dir}); got != want {
+			t.Errorf("layer switches %s = %v, want %v", dir, got, want)
+		}
 	}
 }
 

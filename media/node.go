@@ -100,8 +100,9 @@ type NodeConfig struct {
 	Reporter Reporter
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Metrics counts sessions, joins, leaves and timeouts; nil counts
-	// nothing.
+	// Metrics counts sessions, joins, leaves and timeouts, and with WebRTC
+	// tracks, subscriptions, RTP, layer switches, keyframe requests and
+	// TURN allocations; nil counts nothing.
 	Metrics *metrics.Media
 
 	HeartbeatIntervalSeconds int // default 5
@@ -214,7 +215,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		hubDone: make(chan struct{}),
 	}
 	if cfg.WebRTC != nil {
-		r, err := newRTC(*cfg.WebRTC, cfg.Logger)
+		r, err := newRTC(*cfg.WebRTC, cfg.Logger, cfg.Metrics)
 		if err != nil {
 			return nil, err
 		}

@@ -170,12 +170,16 @@ func (r *rtc) endTrackLocked(sr *sfuRoom, id string, up *upTrack) []*peer {
 		return nil
 	}
 	up.ended = true
-	delete(sr.tracks, id)
+	if sr.tracks[id] == up { // a track ended before it was ever published was never counted
+		delete(sr.tracks, id)
+		up.counts.TrackUnpublished()
+	}
 	var subs []*peer
 	for d := range up.downSet {
 		d.stop()
 		subs = append(subs, d.sub)
 	}
+	up.counts.Unsubscribed(len(up.downSet))
 	up.downSet = map[*downTrack]struct{}{}
 	up.publishDowns()
 	return subs
@@ -506,10 +510,13 @@ func (p *peer) onTrack(pc *webrtc.PeerConnection, remote *webrtc.TrackRemote, re
 		r := p.r
 		r.mu.Lock()
 		sr := r.rooms[p.id.RoomID]
-		ok := sr != nil && !p.gone && sr.peers[p.id.ParticipantID] == p && len(sr.tracks) < maxTracksPerRoom
+		// A track the client took back (publishOffer ended it) between
+		// its first packet and here is not published after all.
+		ok := sr != nil && !p.gone && !up.ended && sr.peers[p.id.ParticipantID] == p && len(sr.tracks) < maxTracksPerRoom
 		var others []*peer
 		if ok {
 			sr.tracks[up.id] = up
+			up.counts.TrackPublished()
 			for _, o := range sr.peers {
 				if o != p {
 					others = append(others, o)

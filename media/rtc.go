@@ -13,6 +13,7 @@ import (
 	"github.com/pion/sdp/v3"
 	"github.com/pion/transport/v5"
 	"github.com/pion/webrtc/v4"
+	"rtcd/metrics"
 )
 
 // Bounds of the WebRTC side. Each is part of the documented protocol
@@ -105,6 +106,8 @@ type rtc struct {
 	mux  ice.UDPMux
 	node *Node
 	turn *turnServer // nil without TURNConfig
+	// metrics counts tracks, subscriptions and RTP; nil counts nothing.
+	metrics *metrics.Media
 
 	stopSpeaker chan struct{}
 	speakerDone chan struct{}
@@ -127,7 +130,7 @@ type sfuRoom struct {
 	speakerStreak    int
 }
 
-func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
+func newRTC(cfg WebRTCConfig, logger *slog.Logger, m *metrics.Media) (*rtc, error) {
 	if cfg.UDP == nil {
 		return nil, errors.New("media: WebRTCConfig.UDP is required")
 	}
@@ -181,7 +184,7 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 		se.SetNAT1To1IPs(cfg.AnnounceIPs, webrtc.ICECandidateTypeHost)
 	}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se))
-	r := &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom),
+	r := &rtc{api: api, cfg: cfg, log: logger, mux: mux, rooms: make(map[string]*sfuRoom), metrics: m,
 		stopSpeaker: make(chan struct{}), speakerDone: make(chan struct{})}
 	if cfg.TURN != nil {
 		t, err := startTURN(*cfg.TURN)
@@ -190,6 +193,7 @@ func newRTC(cfg WebRTCConfig, logger *slog.Logger) (*rtc, error) {
 			return nil, err
 		}
 		r.turn = t
+		m.SetTURNAllocations(t.server.AllocationCount)
 	}
 	return r, nil
 }
@@ -209,6 +213,7 @@ func (r *rtc) close() {
 	close(r.stopSpeaker)
 	<-r.speakerDone
 	if r.turn != nil {
+		r.metrics.SetTURNAllocations(nil)
 		r.turn.close()
 	}
 	_ = r.mux.Close()

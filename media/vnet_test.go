@@ -15,6 +15,8 @@ import (
 	"github.com/pion/transport/v5/vnet"
 	"github.com/pion/turn/v5"
 	"github.com/pion/webrtc/v4"
+
+	"rtcd/metrics"
 )
 
 // Tests on pion's virtual network: the node and its clients exchange media
@@ -28,6 +30,8 @@ const vnetNodeIP = "192.0.2.1"
 type vnetWorld struct {
 	router  *vnet.Router
 	nodeNet *vnet.Net
+	// metrics are the node's collectors, for tests that read them.
+	metrics *metrics.Node
 }
 
 func newVNetWorld(t *testing.T) *vnetWorld {
@@ -45,7 +49,7 @@ func newVNetWorld(t *testing.T) *vnetWorld {
 	if err := router.AddNet(nodeNet); err != nil {
 		t.Fatal(err)
 	}
-	return &vnetWorld{router: router, nodeNet: nodeNet}
+	return &vnetWorld{router: router, nodeNet: nodeNet, metrics: metrics.NewNode("test")}
 }
 
 // client adds a client network at ip; wrap (optional) puts a filter in
@@ -86,7 +90,7 @@ func (w *vnetWorld) startWith(t *testing.T, mutate func(*WebRTCConfig)) *testNod
 	if mutate != nil {
 		mutate(cfg)
 	}
-	return newTestNode(t, func(c *NodeConfig) { c.WebRTC = cfg })
+	return newTestNode(t, func(c *NodeConfig) { c.WebRTC = cfg; c.Metrics = w.metrics.Media })
 }
 
 // vnetClientAPI is a client API on a vnet network, sending receiver
@@ -359,6 +363,11 @@ func TestMediaSimulcastLayerPerSubscriber(t *testing.T) {
 			t.Errorf("%s: %d of %d layer changes were not at a keyframe", name, v.bad, v.switches)
 		}
 	}
+	// The free subscriber climbed two layers at least: the metrics count
+	// each switch up.
+	if got := metricValue(t, w.metrics.Registry, "rtcd_media_layer_switches_total", map[string]string{"direction": metrics.MediaLayerUp}); got < 2 {
+		t.Errorf("layer switches up = %v, want at least the free subscriber's 2", got)
+	}
 }
 
 // TestMediaThroughEmbeddedTURN: the network lets clients reach the node
@@ -409,6 +418,15 @@ func TestMediaThroughEmbeddedTURN(t *testing.T) {
 			t.Fatalf("selected pair %v (%v), want a relayed local candidate", pair, err)
 		}
 	}
+	// Both relayed connections hold an allocation on the node's TURN
+	// server (the publisher's idle subscribe connection may hold one too).
+	turnAllocations := func() float64 { return metricValue(t, w.metrics.Registry, "rtcd_media_turn_allocations", nil) }
+	if got := turnAllocations(); got < 2 {
+		t.Fatalf("rtcd_media_turn_allocations = %v during a relayed call, want at least 2", got)
+	}
+	pub.close()
+	sub.close()
+	waitFor(t, "the clients' allocations to be released", func() bool { return turnAllocations() == 0 })
 }
 
 // TestTURNRelaysOnlyToTheNode: the embedded TURN server refuses a

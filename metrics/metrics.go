@@ -16,6 +16,7 @@
 package metrics
 
 import (
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -103,12 +104,37 @@ func New() *Metrics {
 // name the running build (version as set at release, Go version), so a
 // dashboard can show which build each instance runs and an alert can join
 // on it.
-func (m *Metrics) RegisterBuildInfo(version string) {
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+func (m *Metrics) RegisterBuildInfo(version string) { registerBuildInfo(m.Registry, version) }
+
+func registerBuildInfo(r *prometheus.Registry, version string) {
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "rtcd_build_info",
 		Help:        "A constant 1 labelled with the running build's version and Go version.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+}
+
+// Node holds the collectors of a media node run on its own (rtcd media):
+// the media families, rtcd_build_info and the Go runtime and process
+// collectors, and nothing of the control plane's (no HTTP, billing or
+// storage families, which such a process never moves).
+type Node struct {
+	Registry *prometheus.Registry
+	Media    *Media
+}
+
+// NewNode creates a media node's collectors on a fresh registry, with the
+// build info of version.
+func NewNode(version string) *Node {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(r, version)
+	return &Node{Registry: r, Media: newMedia(r)}
+}
+
+// Handler serves the node's registry in the Prometheus text format.
+func (n *Node) Handler() http.Handler {
+	return promhttp.HandlerFor(n.Registry, promhttp.HandlerOpts{})
 }
 
 // InitRoutes creates, at zero, the rtcd_http_requests_total series of every
