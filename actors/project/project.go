@@ -398,6 +398,6 @@ func (a *projectActor) sweepIdempotency() {
 	}
 	a.env.Store.Commit(b, nil)
 	if n == idempotencySweepBatch { // more expired: continue after queued requests
-		go a.env.Registry.Send(core.ProjectAddress(a.id), core.Sweep{})
+		a.env.Registry.Post(core.ProjectAddress(a.id), core.Sweep{})
 	}
 }

@@ -46,6 +46,7 @@ func (r *stubRegistry) Send(to core.Address, msg any) {
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, fmt.Sprintf("%s %T", to, msg))
 }
+func (r *stubRegistry) Post(to core.Address, msg any) { r.Send(to, msg) }
 func (r *stubRegistry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	go answer(core.Reply{Gone: true})
 }

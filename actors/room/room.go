@@ -480,9 +480,9 @@ func (a *roomActor) finishEnding() {
 	a.gate.EndedRooms.Add(1)
 	env.Store.Commit(b, func() {
 		// Told only once the end is durable, so the project never forgets a
-		// room that would recover as ending. Sent from a goroutine: the
-		// syncer must never block on a full mailbox.
-		go env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
+		// room that would recover as ending. Posted: the syncer must never
+		// block on a full mailbox.
+		env.Registry.Post(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
 	})
 }
 

@@ -150,7 +150,7 @@ func (a *roomActor) nudgeWallet() {
 		return
 	}
 	a.chargesWritten = false
-	go a.env.Registry.Send(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
+	a.env.Registry.Post(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
 }
 
 // settle charges every joined participant for its usage so far. Called by

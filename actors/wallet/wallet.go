@@ -456,7 +456,9 @@ func (a *walletActor) applyCharges() {
 	a.publish()
 	a.env.Store.Commit(b, nil)
 	if len(charges) == chargesPerApply {
-		a.env.Registry.Send(core.WalletAddress(a.id), core.ApplyCharges{}) // more are waiting
+		// More are waiting. Posted: a Send to its own bounded mailbox,
+		// full, would block the wallet on itself.
+		a.env.Registry.Post(core.WalletAddress(a.id), core.ApplyCharges{})
 	}
 }
 
