@@ -3,6 +3,7 @@ package project
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -169,7 +170,12 @@ func (a *projectActor) load(first bool) error {
 	if !first {
 		rooms = nil // nobody waits for a restart
 	}
+	roomIDs := make([]string, 0, len(a.state.ActiveRooms))
 	for roomID := range a.state.ActiveRooms {
+		roomIDs = append(roomIDs, roomID)
+	}
+	slices.Sort(roomIDs) // rooms recover in a deterministic order (their recovery may write)
+	for _, roomID := range roomIDs {
 		if !a.env.Registry.RoomLive(roomID) { // after a restart its rooms still run
 			a.env.Registry.SpawnRoom(roomID, a.id, rooms)
 		}

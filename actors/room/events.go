@@ -2,6 +2,8 @@ package room
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"rtcd/actors/core"
@@ -207,6 +209,28 @@ func (s *roomState) Apply(e *roomEvent) error {
 		s.EventSeq = e.EventSeq
 	}
 	return nil
+}
+
+// participantsWhere is the participants for which keep is true, in
+// creation order (ties by id). Every loop that writes events, charges or
+// webhook events walks participants this way, never in Go's map order, so
+// a room's journal and its webhook sequence numbers follow the order
+// participants were created in and a run can be replayed exactly. Only the
+// participants kept are sorted: the sweep's loops keep few.
+func (s *roomState) participantsWhere(keep func(*Participant) bool) []*Participant {
+	var out []*Participant
+	for _, p := range s.Participants {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Participant) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
 }
 
 // participant is the participant an event of kind names.

@@ -338,21 +338,17 @@ func errProjectFull(limit int) *apierr.Error {
 // still be valid, and it can join the restarted node (lapseConnects frees
 // the slot if it does not).
 func (a *roomActor) closeSessionsLostInRestart() {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status != ParticipantJoined || p.Usage == nil {
-			continue
-		}
-		if b == nil {
-			b = a.env.Store.NewBatch()
-		}
+	lost := a.state.participantsWhere(func(p *Participant) bool { return p.Status == ParticipantJoined && p.Usage != nil })
+	if len(lost) == 0 {
+		return
+	}
+	b := a.env.Store.NewBatch()
+	for _, p := range lost {
 		u := p.Usage
 		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
 	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
-		a.nudgeWallet()
-	}
+	a.env.Store.Commit(b, nil)
+	a.nudgeWallet()
 }
 
 // errInsufficientCredit is the credit gate's answer (spec: 402).
@@ -365,18 +361,17 @@ func (a *roomActor) creditGateClosed() bool { return a.gate.CreditClosed() }
 // lapseConnects gives back the slot of a connected participant that did not
 // join the media node before its media token expired.
 func (a *roomActor) lapseConnects(now time.Time) {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
-			if b == nil {
-				b = a.env.Store.NewBatch()
-			}
-			a.leave(b, p, now, LeftReasonConnectTimeout)
-		}
+	lapsed := a.state.participantsWhere(func(p *Participant) bool {
+		return p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt)
+	})
+	if len(lapsed) == 0 {
+		return
 	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
+	b := a.env.Store.NewBatch()
+	for _, p := range lapsed {
+		a.leave(b, p, now, LeftReasonConnectTimeout)
 	}
+	a.env.Store.Commit(b, nil)
 }
 
 // acquireProjectSlot takes one of the project's active participant slots
@@ -460,12 +455,11 @@ func (a *roomActor) finishEnding() {
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
 	// Open usage is finalized before the room ends (spec 6, Emission 3).
-	var open []*Participant
-	for _, p := range a.state.Participants {
+	open := a.state.participantsWhere(func(p *Participant) bool {
+		return p.Status != ParticipantRemoved && p.Status != ParticipantEnded
+	})
+	for _, p := range open {
 		a.leave(b, p, now, LeftReasonRoomEnded)
-		if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
-			open = append(open, p)
-		}
 	}
 	seq := a.state.EventSeq + 1
 	env.Outbox.Emit(b, a.projectID, core.EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})

@@ -3,6 +3,8 @@ package wallet
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -571,10 +573,22 @@ func (a *walletActor) expireTopups() {
 		return
 	}
 	now := a.env.Clock.Now()
+	var expired []*Topup
 	for _, t := range a.state.Topups {
 		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
-			a.applyPayment(ApplyPayment{Update: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
+			expired = append(expired, t)
 		}
+	}
+	// In creation order, not Go's map order: a deterministic journal (and
+	// outbox), so a run can be replayed exactly.
+	slices.SortFunc(expired, func(a, b *Topup) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.PaymentID, b.PaymentID)
+	})
+	for _, t := range expired {
+		a.applyPayment(ApplyPayment{Update: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
 	}
 }
 
