@@ -105,6 +105,18 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 	}
 }
 
+// ReplayLog is the state RecoverLog rebuilds for the journal name, encoded
+// as a snapshot is. It starts no actor and writes nothing: it is how a
+// test (the crash simulation, package sim) reads what recovery would find,
+// to compare it with a live owner's state.
+func ReplayLog[E any, S State[E]](store *persistence.Store, name string, blank, noSnapshot func() S) ([]byte, error) {
+	l, err := RecoverLog(store, name, 1, blank, noSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	return Encode(l.state), nil
+}
+
 // ApplyAll applies events to a state being built in memory (an owner's
 // first state), as record does without a journal: an event that does not
 // apply is a bug, and panics.

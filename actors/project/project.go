@@ -49,6 +49,10 @@ type (
 		Caller core.Caller
 		KeyID  string
 	}
+	// ReadState answers the project's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // projectActor owns one project: its record, its set of active rooms (the
@@ -106,6 +110,8 @@ func (a *projectActor) Receive(ctx actor.Context) {
 			a.renameProject(c, m)
 		case core.ArchiveProject:
 			a.archiveProject(c, m)
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}

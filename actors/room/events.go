@@ -242,5 +242,12 @@ func (s *roomState) participant(kind, id string) (*Participant, error) {
 	return p, nil
 }
 
+// Replay is the state recovery rebuilds for room roomID from store (its
+// snapshot and the journal after it), encoded as ReadState answers; it
+// starts no actor and writes nothing (core.ReplayLog).
+func Replay(store *persistence.Store, roomID string) ([]byte, error) {
+	return core.ReplayLog(store, Journal(roomID), func() *roomState { return &roomState{} }, nil)
+}
+
 // Journal names a room's journal, snapshot and actor: room/<room_id>.
 func Journal(roomID string) string { return "room/" + roomID }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/persistence"
@@ -56,3 +57,40 @@ func TestRoomEndNumbersWebhookEventsInCreationOrder(t *testing.T) {
 		}
 	}
 }
+
+// What recovery would rebuild (Replay) is the live room's state (ReadState)
+// once its batches are applied: the journal holds everything the room
+// holds, after a connect and after the room's end.
+func TestReplayIsTheLiveState(t *testing.T) {
+	c := newConnectRoom(t, connectCase{events: []roomEvent{created("p1", 1), created("p2", 2)}})
+	same := func(when string) {
+		t.Helper()
+		req, answer := core.NewEnvelope(ReadState{})
+		c.room.Receive(&readContext{msg: req})
+		live := (<-answer).Value.([]byte)
+		replayed, err := Replay(c.env.Store, "room_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(live) != string(replayed) {
+			t.Fatalf("%s: replay differs from the live state:\nlive     %s\nreplayed %s", when, live, replayed)
+		}
+	}
+	same("after recovery")
+	if r := c.connect("p1"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	same("after a connect")
+	req, answer := core.NewEnvelope(Delete{})
+	c.room.deleteRoom(req.Msg.(Delete), req)
+	<-answer
+	same("after the end")
+}
+
+// readContext is the actor context of one message delivered by hand.
+type readContext struct {
+	actor.Context // nil: Receive uses only Message for an envelope
+	msg           any
+}
+
+func (c *readContext) Message() any { return c.msg }

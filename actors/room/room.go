@@ -36,6 +36,10 @@ type (
 	Delete struct {
 		Caller core.Caller
 	}
+	// ReadState answers the room's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // Named bounds and durations of a room.
@@ -97,6 +101,8 @@ func (a *roomActor) Receive(ctx actor.Context) {
 			a.removeParticipant(c, m)
 		case Delete:
 			a.deleteRoom(c, m)
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}

@@ -256,6 +256,10 @@ type (
 	// Read asks for the balance and credit state (Reading, in
 	// Reply.Value).
 	Read struct{}
+	// ReadState answers the wallet's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // PaymentUpdate is a verified provider callback, already mapped to a
@@ -317,6 +321,8 @@ func (a *walletActor) Receive(ctx actor.Context) {
 			a.adjust(c, m)
 		case Read:
 			m.Respond(core.Reply{Value: Reading{Balance: a.state.Balance, CreditState: a.state.CreditState}})
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -614,6 +620,13 @@ func (a *walletActor) addProject(m core.AddProject) {
 	b := a.env.Store.NewBatch()
 	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.ProjectID}})
 	a.env.Store.Commit(b, nil)
+}
+
+// Replay is the state recovery rebuilds for the wallet of accountID from
+// store, encoded as ReadState answers; it starts no actor and writes
+// nothing (core.ReplayLog).
+func Replay(store *persistence.Store, accountID string) ([]byte, error) {
+	return core.ReplayLog(store, Journal(accountID), func() *walletState { return &walletState{} }, nil)
 }
 
 // Journal names a wallet's journal, snapshot and actor: wallet/<account_id>.
