@@ -511,7 +511,7 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))})
+		a.respondOnceDurable(r, core.MustJSON(TopupViewOf(t)))
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
@@ -537,7 +537,7 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))}) // duplicate or out-of-order: nothing to do
+		a.respondOnceDurable(r, core.MustJSON(TopupViewOf(t))) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
@@ -550,6 +550,19 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 	}
 	a.publish()
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
+}
+
+// respondOnceDurable answers a callback that changed nothing, once every
+// batch applied before it is durable (Store.AfterDurable). It changed
+// nothing, but the state it reports may be a change still waiting for its
+// fsync: a duplicate of a success arriving while the first one's credit is
+// on its way to disk. Answered at once, the provider would stop
+// delivering, and a crash then would lose the credit for good.
+func (a *walletActor) respondOnceDurable(r *core.Envelope, body []byte) {
+	if r == nil {
+		return // the wallet's own expiry: nobody waits
+	}
+	a.env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // wantsReceipt reports whether a success callback of provider for t should
