@@ -404,7 +404,7 @@ func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(p.view())}) // DELETE is idempotent
+		a.respondOnceDurable(r, core.MustJSON(p.view())) // DELETE is idempotent
 		return
 	}
 	now := a.env.Clock.Now()
@@ -425,7 +425,16 @@ func (a *roomActor) deleteRoom(m Delete, r *core.Envelope) {
 		a.startEnding(EndReasonDeleted, &m.Caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
-	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
+	a.respondOnceDurable(r, core.MustJSON(a.state.Room.view())) // DELETE is idempotent
+}
+
+// respondOnceDurable answers a repeated DELETE, which changes nothing,
+// once every batch applied before it is durable (Store.AfterDurable): the
+// removal or the end it reports may be a concurrent first DELETE's, still
+// waiting for its fsync, and answered at once a crash could undo what it
+// acknowledged (as the repeat of a key's revocation).
+func (a *roomActor) respondOnceDurable(r *core.Envelope, body []byte) {
+	a.env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
