@@ -23,5 +23,6 @@
 // system (system.go: the Registry, the mailboxes, recovery), the world
 // and its generator (world.go, ops.go), the invariants (check.go) and the
 // trace: every operation and its outcome, hashed, so a seed replays
-// exactly and a failing one prints the command that replays it.
+// exactly and a failing one prints the command that replays it. The
+// bugs it plants to prove it finds them are in package internal/simbug.
 package sim

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"rtcd/internal/simbug"
 	"rtcd/persistence"
 )
 
@@ -97,6 +98,9 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 	for i := range events {
 		if err := l.state.Apply(&events[i]); err != nil {
 			panic(fmt.Sprintf("core: assertion failed: %s recorded an event that does not apply: %v", l.journal.Name(), err))
+		}
+		if simbug.Planted(simbug.DoubleApply) {
+			_ = l.state.Apply(&events[i]) // the crash simulation's planted bug
 		}
 		l.journal.Append(b, Encode(&events[i]))
 	}

@@ -8,6 +8,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
+	"rtcd/internal/simbug"
 	"rtcd/persistence"
 )
 
@@ -240,6 +241,11 @@ func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 		env.PutStored(b, m.Idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
+	if simbug.Planted(simbug.ReplyBeforeSync) { // the crash simulation's planted bug
+		r.Respond(core.Reply{Status: 201, Body: body})
+		env.Store.Commit(b, nil)
+		return
+	}
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
@@ -278,7 +284,11 @@ func (a *roomActor) connect(m Connect, r *core.Envelope) {
 	newSlot := !p.counts()
 	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
 	if newSlot {
-		if a.state.Connected >= a.state.Room.MaxParticipants {
+		full := a.state.Connected >= a.state.Room.MaxParticipants
+		if simbug.Planted(simbug.CapOffByOne) { // the crash simulation's planted bug
+			full = a.state.Connected > a.state.Room.MaxParticipants
+		}
+		if full {
 			r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
