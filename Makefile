@@ -78,6 +78,18 @@ sdk-node-test: web-deps
 	@echo "--- sdk/node"
 	$(NPM) run --silent --workspace sdk/node test
 
+# SEEDS is how many seeds `make simulate` runs, from SEED on; SEEDS=1
+# replays seed SEED and prints its trace.
+SEEDS ?= 10000
+SEED ?= 1
+
+.PHONY: simulate
+
+## simulate: the crash simulation (package sim, docs/testing.md) over SEEDS seeds from SEED, without
+## the race detector (make test runs 200 seeds with it)
+simulate:
+	$(GO) test ./sim -run 'TestSimulate$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.seed=$(SEED)
+
 ## bench: a smoke run of every benchmark (100 iterations each)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=100x ./...

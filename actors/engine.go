@@ -335,6 +335,10 @@ func (r registry) Send(to core.Address, msg any) {
 	}
 }
 
+// Post sends from a goroutine of its own: the sender never waits on a
+// full mailbox (protoactor's Bounded mailbox blocks the sender).
+func (r registry) Post(to core.Address, msg any) { go r.Send(to, msg) }
+
 func (r registry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	pid := r.e.pidOf(to)
 	if pid == nil {

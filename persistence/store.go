@@ -166,6 +166,23 @@ func (s *Store) syncLoop() {
 	}
 }
 
+// FlushIfWALOver flushes the memtable to an sstable, which starts a new
+// memtable and a new WAL file, when the live WAL files hold more than
+// walBytes, and waits for the flush; it reports whether it flushed. For
+// the crash simulation (package sim): it holds the WAL's fsyncs between
+// its durable points, and Pebble rotates the WAL when the memtable fills,
+// which waits for the old WAL's fsyncs. Flushing at a durable point, when
+// they pass, keeps the memtable from filling while they are held.
+func (s *Store) FlushIfWALOver(walBytes uint64) (bool, error) {
+	if s.db.Metrics().WAL.Size <= walBytes {
+		return false, nil
+	}
+	if err := s.db.Flush(); err != nil {
+		return false, fmt.Errorf("persistence: flush: %w", err)
+	}
+	return true, nil
+}
+
 // Get returns a copy of the value at key, or ErrNotFound.
 func (s *Store) Get(key []byte) ([]byte, error) {
 	v, closer, err := s.db.Get(key)

@@ -238,6 +238,11 @@ type Registry interface {
 	// mailbox is full: an actor that must never block sends from a
 	// goroutine of its own.
 	Send(to Address, msg any)
+	// Post is Send for a sender that must never block: an actor telling
+	// another (or itself) while it runs, and a commit callback on the
+	// store's syncer. The message arrives later, in no order with other
+	// posts; it is dropped if the address has no actor by then.
+	Post(to Address, msg any)
 	// Request sends msg in an envelope and calls answer, on another
 	// goroutine, with the one reply (a stopped actor's is Gone).
 	Request(to Address, msg any, answer func(Reply))

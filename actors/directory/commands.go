@@ -98,7 +98,8 @@ type (
 		Hash string
 	}
 	// ReadState answers the directory's state as its snapshot encodes it
-	// (Reply.Value, []byte): for tests and debugging, never for a request.
+	// (Reply.Value, []byte): for tests, the crash simulation and
+	// debugging, never for a request.
 	ReadState struct{}
 
 	// archiveDone is the directory's own note that a project's archive

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -536,13 +538,7 @@ func ErrDeliveryNotFound(id string) *apierr.Error {
 // worker for every endpoint registered so far. Without it events stay in
 // the outbox.
 func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
-	d.sender = sender
-	d.schedule = schedule
-	if d.schedule == nil {
-		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
-	}
-	d.countBacklog()
-	d.env.Metrics.Webhooks.SetSources(d.backlog, d.oldestUndeliveredAgeSeconds)
+	d.Drive(sender, schedule)
 	d.started.Store(true)
 	d.wg.Add(1)
 	go d.fanoutLoop()
@@ -550,6 +546,38 @@ func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
 		d.startWorker(v.(*endpointWorker))
 		return true
 	})
+}
+
+// Drive gives the dispatcher its sender and retry schedule (as Start)
+// but starts nothing: its caller runs delivery with Step. It is for the
+// crash simulation (package sim), which delivers on its one goroutine,
+// between commands, in an order a seed replays; production calls Start.
+func (d *Dispatcher) Drive(sender WebhookSender, schedule []int) {
+	d.sender = sender
+	d.schedule = schedule
+	if d.schedule == nil {
+		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
+	}
+	d.countBacklog()
+	d.env.Metrics.Webhooks.SetSources(d.backlog, d.oldestUndeliveredAgeSeconds)
+}
+
+// Step runs on the caller's goroutine what the loops of Start run on
+// theirs: one fan-out step, then one step of each endpoint's worker
+// (the deliveries due by now), in endpoint id order. It returns how many
+// outbox events the fan-out moved. Only for a dispatcher given Drive.
+func (d *Dispatcher) Step() int {
+	n := d.fanout()
+	var workers []*endpointWorker
+	d.workers.Range(func(_, v any) bool {
+		workers = append(workers, v.(*endpointWorker))
+		return true
+	})
+	slices.SortFunc(workers, func(a, b *endpointWorker) int { return strings.Compare(a.id, b.id) })
+	for _, w := range workers {
+		w.deliverDue()
+	}
+	return n
 }
 
 // Retry makes a dead or retrying delivery of an enabled endpoint due now

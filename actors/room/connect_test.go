@@ -46,6 +46,7 @@ func (r *stubRegistry) Send(to core.Address, msg any) {
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, fmt.Sprintf("%s %T", to, msg))
 }
+func (r *stubRegistry) Post(to core.Address, msg any) { r.Send(to, msg) }
 func (r *stubRegistry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	go answer(core.Reply{Gone: true})
 }
@@ -76,11 +77,16 @@ type connectCase struct {
 	want        apierr.Code              // "" for a connect session
 	wantDetails map[string]any           // details the error must carry
 	wantSlots   func(before int64) int64 // the project's slots after the decision
+	fs          vfs.FS                   // the store's file system; nil: a fresh in-memory one
 }
 
 func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 	t.Helper()
-	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	fs := tc.fs
+	if fs == nil {
+		fs = vfs.NewMem()
+	}
+	store, err := persistence.OpenWith("db", persistence.Options{FS: fs}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
 		t.Fatal(err)
 	}

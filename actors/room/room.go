@@ -8,6 +8,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
+	"rtcd/internal/simbug"
 	"rtcd/persistence"
 )
 
@@ -36,6 +37,10 @@ type (
 	Delete struct {
 		Caller core.Caller
 	}
+	// ReadState answers the room's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // Named bounds and durations of a room.
@@ -97,6 +102,8 @@ func (a *roomActor) Receive(ctx actor.Context) {
 			a.removeParticipant(c, m)
 		case Delete:
 			a.deleteRoom(c, m)
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -234,6 +241,11 @@ func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 		env.PutStored(b, m.Idem, 201, body)
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
+	if simbug.Planted(simbug.ReplyBeforeSync) { // the crash simulation's planted bug
+		r.Respond(core.Reply{Status: 201, Body: body})
+		env.Store.Commit(b, nil)
+		return
+	}
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
@@ -272,7 +284,11 @@ func (a *roomActor) connect(m Connect, r *core.Envelope) {
 	newSlot := !p.counts()
 	limit := env.LimitsOf(a.gate.Record.Load()).MaxActiveParticipants
 	if newSlot {
-		if a.state.Connected >= a.state.Room.MaxParticipants {
+		full := a.state.Connected >= a.state.Room.MaxParticipants
+		if simbug.Planted(simbug.CapOffByOne) { // the crash simulation's planted bug
+			full = a.state.Connected > a.state.Room.MaxParticipants
+		}
+		if full {
 			r.Respond(core.Reply{Err: apierr.New(apierr.QuotaExceeded, "room %s is full (%d participants)", a.id, a.state.Room.MaxParticipants).
 				WithDetails("limit_name", "max_participants", "limit", a.state.Room.MaxParticipants)})
 			return
@@ -338,21 +354,17 @@ func errProjectFull(limit int) *apierr.Error {
 // still be valid, and it can join the restarted node (lapseConnects frees
 // the slot if it does not).
 func (a *roomActor) closeSessionsLostInRestart() {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status != ParticipantJoined || p.Usage == nil {
-			continue
-		}
-		if b == nil {
-			b = a.env.Store.NewBatch()
-		}
+	lost := a.state.participantsWhere(func(p *Participant) bool { return p.Status == ParticipantJoined && p.Usage != nil })
+	if len(lost) == 0 {
+		return
+	}
+	b := a.env.Store.NewBatch()
+	for _, p := range lost {
 		u := p.Usage
 		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
 	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
-		a.nudgeWallet()
-	}
+	a.env.Store.Commit(b, nil)
+	a.nudgeWallet()
 }
 
 // errInsufficientCredit is the credit gate's answer (spec: 402).
@@ -365,18 +377,17 @@ func (a *roomActor) creditGateClosed() bool { return a.gate.CreditClosed() }
 // lapseConnects gives back the slot of a connected participant that did not
 // join the media node before its media token expired.
 func (a *roomActor) lapseConnects(now time.Time) {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt) {
-			if b == nil {
-				b = a.env.Store.NewBatch()
-			}
-			a.leave(b, p, now, LeftReasonConnectTimeout)
-		}
+	lapsed := a.state.participantsWhere(func(p *Participant) bool {
+		return p.Status == ParticipantConnected && !now.Before(p.ConnectExpiresAt)
+	})
+	if len(lapsed) == 0 {
+		return
 	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
+	b := a.env.Store.NewBatch()
+	for _, p := range lapsed {
+		a.leave(b, p, now, LeftReasonConnectTimeout)
 	}
+	a.env.Store.Commit(b, nil)
 }
 
 // acquireProjectSlot takes one of the project's active participant slots
@@ -403,7 +414,7 @@ func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(p.view())}) // DELETE is idempotent
+		a.respondOnceDurable(r, core.MustJSON(p.view())) // DELETE is idempotent
 		return
 	}
 	now := a.env.Clock.Now()
@@ -424,7 +435,16 @@ func (a *roomActor) deleteRoom(m Delete, r *core.Envelope) {
 		a.startEnding(EndReasonDeleted, &m.Caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
-	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
+	a.respondOnceDurable(r, core.MustJSON(a.state.Room.view())) // DELETE is idempotent
+}
+
+// respondOnceDurable answers a repeated DELETE, which changes nothing,
+// once every batch applied before it is durable (Store.AfterDurable): the
+// removal or the end it reports may be a concurrent first DELETE's, still
+// waiting for its fsync, and answered at once a crash could undo what it
+// acknowledged (as the repeat of a key's revocation).
+func (a *roomActor) respondOnceDurable(r *core.Envelope, body []byte) {
+	a.env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
@@ -460,12 +480,11 @@ func (a *roomActor) finishEnding() {
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
 	// Open usage is finalized before the room ends (spec 6, Emission 3).
-	var open []*Participant
-	for _, p := range a.state.Participants {
+	open := a.state.participantsWhere(func(p *Participant) bool {
+		return p.Status != ParticipantRemoved && p.Status != ParticipantEnded
+	})
+	for _, p := range open {
 		a.leave(b, p, now, LeftReasonRoomEnded)
-		if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
-			open = append(open, p)
-		}
 	}
 	seq := a.state.EventSeq + 1
 	env.Outbox.Emit(b, a.projectID, core.EventRoomEnded, now, map[string]any{"room_id": a.id, "reason": a.state.Room.EndReason, "sequence": seq})
@@ -480,9 +499,9 @@ func (a *roomActor) finishEnding() {
 	a.gate.EndedRooms.Add(1)
 	env.Store.Commit(b, func() {
 		// Told only once the end is durable, so the project never forgets a
-		// room that would recover as ending. Sent from a goroutine: the
-		// syncer must never block on a full mailbox.
-		go env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
+		// room that would recover as ending. Posted: the syncer must never
+		// block on a full mailbox.
+		env.Registry.Post(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
 	})
 }
 

@@ -152,7 +152,7 @@ func (a *roomActor) nudgeWallet() {
 		return
 	}
 	a.chargesWritten = false
-	go a.env.Registry.Send(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
+	a.env.Registry.Post(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
 }
 
 // settle charges every joined participant for its usage so far. Called by
@@ -161,9 +161,9 @@ func (a *roomActor) nudgeWallet() {
 func (a *roomActor) settle(now time.Time) {
 	b := a.env.Store.NewBatch()
 	n := 0
-	for _, p := range a.state.Participants {
+	for _, p := range a.state.participantsWhere(func(p *Participant) bool { return p.Usage != nil }) {
 		u := p.Usage
-		if u == nil || !now.After(u.StartedAt) {
+		if !now.After(u.StartedAt) {
 			continue
 		}
 		seconds := int64(now.Sub(u.StartedAt) / time.Second)
@@ -249,17 +249,20 @@ func (a *roomActor) reconcile(m Presence) {
 		}
 		return
 	}
-	for _, p := range a.state.Participants {
+	// Presence is by participant: after a reconnect the node may still
+	// show the previous session until the new one replaces it.
+	changed := a.state.participantsWhere(func(p *Participant) bool {
 		s, onNode := m.Sessions[p.ID]
-		switch {
-		// Presence is by participant: after a reconnect the node may still
-		// show the previous session until the new one replaces it.
-		case p.Status == ParticipantJoined && !onNode:
+		return p.Status == ParticipantJoined && !onNode ||
+			p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID
+	})
+	for _, p := range changed {
+		if p.Status == ParticipantJoined {
 			b := a.env.Store.NewBatch()
 			a.leave(b, p, m.At, LeftReasonReconciled)
 			a.env.Store.Commit(b, nil)
-		case p.Status == ParticipantConnected && onNode && s.SessionID == p.SessionID:
-			a.join(s)
+		} else {
+			a.join(m.Sessions[p.ID])
 		}
 	}
 	a.nudgeWallet()
