@@ -539,6 +539,11 @@ func ErrDeliveryNotFound(id string) *apierr.Error {
 // the outbox.
 func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
 	d.Drive(sender, schedule)
+	// The backlog gauges' count (and, on a store written before their
+	// index, the index itself: a durable write) belong to a serving
+	// dispatcher only; the crash simulation drives one without them.
+	d.countBacklog()
+	d.env.Metrics.Webhooks.SetSources(d.backlog, d.oldestUndeliveredAgeSeconds)
 	d.started.Store(true)
 	d.wg.Add(1)
 	go d.fanoutLoop()
@@ -558,8 +563,6 @@ func (d *Dispatcher) Drive(sender WebhookSender, schedule []int) {
 	if d.schedule == nil {
 		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
 	}
-	d.countBacklog()
-	d.env.Metrics.Webhooks.SetSources(d.backlog, d.oldestUndeliveredAgeSeconds)
 }
 
 // Step runs on the caller's goroutine what the loops of Start run on
