@@ -9,7 +9,7 @@ GOFILES = $(shell find . -name '*.go' -not -path './.cache/*' -not -path './data
 
 NPM ?= npm
 
-.PHONY: run build test bench lint fmt vet web web-deps web-check sdk-node-check sdk-node-test
+.PHONY: run build test bench lint fmt vet web web-deps web-check sdk-web-test sdk-node-check sdk-node-test
 
 # RUN_FLAGS are extra `rtcd serve` flags for `make run`. Every setting can
 # also come from its RTCD_ variable (RTCD_DATA_DIR, RTCD_LISTEN, ...: see
@@ -27,7 +27,7 @@ run:
 # The web code is one npm workspace (package.json at the root, its lock
 # committed). npm ci runs again only when a manifest or the lock changes.
 web-deps: node_modules/.package-lock.json
-node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json sdk/node/package.json
+node_modules/.package-lock.json: package.json package-lock.json web/dashboard/package.json sdk/web/package.json sdk/node/package.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
@@ -36,9 +36,11 @@ web: web-deps
 	$(NPM) run --silent --workspace web/dashboard check
 	$(NPM) run --silent --workspace web/dashboard build
 
-## web-check: type-check, and fail when a fresh build differs from the committed web/dashboard/dist
+## web-check: type-check the dashboard and the web SDK (sdk/web), and fail when a fresh
+## build differs from the committed web/dashboard/dist
 web-check: web-deps
 	$(NPM) run --silent --workspace web/dashboard check
+	$(NPM) run --silent --workspace sdk/web check
 	@tmp="$$(mktemp -d)"; node web/dashboard/build.mjs "$$tmp" && \
 	if ! diff -r web/dashboard/dist "$$tmp"; then \
 		echo "web/dashboard/dist does not match its sources: run 'make web' and commit web/dashboard/dist"; rm -rf "$$tmp"; exit 1; \
@@ -57,7 +59,13 @@ SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 test: fmt vet web-check
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
+	@$(MAKE) --no-print-directory sdk-web-test
 	@$(MAKE) --no-print-directory sdk-node-test
+
+## sdk-web-test: the web SDK's unit tests (node's test runner; its browser tests are in e2e)
+sdk-web-test: web-deps
+	@echo "--- sdk/web"
+	$(NPM) run --silent --workspace sdk/web test
 
 # The Node server SDK (sdk/node, docs/sdks.md) is a package of the npm
 # workspace. Its checks regenerate the OpenAPI types it is compared with.
@@ -69,6 +77,18 @@ sdk-node-check: web-deps
 sdk-node-test: web-deps
 	@echo "--- sdk/node"
 	$(NPM) run --silent --workspace sdk/node test
+
+# SEEDS is how many seeds `make simulate` runs, from SEED on; SEEDS=1
+# replays seed SEED and prints its trace.
+SEEDS ?= 10000
+SEED ?= 1
+
+.PHONY: simulate
+
+## simulate: the crash simulation (package sim, docs/testing.md) over SEEDS seeds from SEED, without
+## the race detector (make test runs 200 seeds with it)
+simulate:
+	$(GO) test ./sim -run 'TestSimulate$$' -count=1 -timeout 0 -v -sim.seeds=$(SEEDS) -sim.seed=$(SEED)
 
 ## bench: a smoke run of every benchmark (100 iterations each)
 bench:
@@ -91,8 +111,13 @@ vet:
 # runs the connect scenario against it and the baseline, and stops it.
 LOADTEST_ARGS ?= -local -scenario connect -duration 10s -concurrency 64 -with-baseline
 
-.PHONY: loadtest
+.PHONY: loadtest loadtest-media-smoke
 
 ## loadtest: run the load test suite (go run ./loadtest $(LOADTEST_ARGS)); see loadtest/README.md
 loadtest:
 	$(GO) run ./loadtest $(LOADTEST_ARGS)
+
+## loadtest-media-smoke: a short media scenario (WebRTC through the built binary's media node and the plain
+## pion forwarder, about 30 s) so the scenario keeps working; its figures mean nothing on a CI machine
+loadtest-media-smoke:
+	$(GO) run ./loadtest -local -scenario media -duration 3s -media-rooms 1 -media-publishers 2 -media-subscribers 2 -quiet

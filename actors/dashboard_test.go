@@ -60,7 +60,7 @@ func (env *dirEnv) open() {
 		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
 	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
 		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 5},
-		store, env.clk, ratelimit.NewMemory(), env.keys)
+		store, env.clk, ratelimit.NewMemory(), env.keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

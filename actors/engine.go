@@ -16,6 +16,7 @@ import (
 	"rtcd/actors/wallet"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -114,9 +115,10 @@ type roomHandle struct {
 	depth     atomic.Int64 // messages queued in its mailbox (roomMailboxCapacity)
 }
 
-// New returns an engine over store. Call Start before use.
-func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Engine, error) {
-	env, err := core.NewEnv(s, store, clk, limiter, keys)
+// New returns an engine over store, counting into m (nil: collectors
+// nobody serves). Call Start before use.
+func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Engine, error) {
+	env, err := core.NewEnv(s, store, clk, limiter, keys, m)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +191,13 @@ func (e *Engine) Start() error {
 // requires it). In-flight replies that wait for a sync are still delivered by
 // the store's syncer until the store closes; messages the syncer's callbacks
 // send to stopped actors (roomClosed) are dropped and re-derived at recovery.
+//
+// Rooms apply every message sent to them before Stop first: a poison pill
+// queues behind them, where protoactor's stop, a system message, would
+// overtake them. That is what lets a shutting-down media node's leave
+// reports (node_shutdown) finalize usage: they are handed over just before
+// Stop. Room handlers never wait on another actor, so the drain ends; a
+// drain longer than the future's timeout ends in a plain stop.
 func (e *Engine) Stop() {
 	close(e.stop)
 	<-e.done
@@ -199,10 +208,20 @@ func (e *Engine) Stop() {
 		// The directory first: it may spawn wallets and projects.
 		_ = e.system.Root.StopFuture(e.directory).Wait()
 	}
+	var rooms []*actor.PID
 	e.rooms.Range(func(_, v any) bool {
-		stopping = append(stopping, e.system.Root.StopFuture(v.(*roomHandle).pid))
+		rooms = append(rooms, v.(*roomHandle).pid)
+		stopping = append(stopping, e.system.Root.PoisonFuture(v.(*roomHandle).pid))
 		return true
 	})
+	for i, f := range stopping {
+		if f.Wait() != nil {
+			// The drain outlived the future's timeout: stop the room
+			// outright, so no room commits after Stop returns.
+			_ = e.system.Root.StopFuture(rooms[i]).Wait()
+		}
+	}
+	stopping = stopping[:0]
 	e.projects.Range(func(_, v any) bool {
 		stopping = append(stopping, e.system.Root.StopFuture(v.(*projectHandle).pid))
 		return true
@@ -319,6 +338,10 @@ func (r registry) Send(to core.Address, msg any) {
 		r.e.system.Root.Send(pid, msg)
 	}
 }
+
+// Post sends from a goroutine of its own: the sender never waits on a
+// full mailbox (protoactor's Bounded mailbox blocks the sender).
+func (r registry) Post(to core.Address, msg any) { go r.Send(to, msg) }
 
 func (r registry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	pid := r.e.pidOf(to)

@@ -72,7 +72,7 @@ func newBareEngine(t *testing.T) *Engine {
 		t.Fatal(err)
 	}
 	e, err := New(core.Settings{Region: "global"}, nil, clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)),
-		ratelimit.NewMemory(), keys)
+		ratelimit.NewMemory(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

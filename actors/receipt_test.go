@@ -40,7 +40,7 @@ func TestApplyPaymentFetchesAMissingReceiptOnRedelivery(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		e, err := New(settings, store, clk, ratelimit.NewMemory(), keys)
+		e, err := New(settings, store, clk, ratelimit.NewMemory(), keys, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,7 +120,7 @@ func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*core.Set
 	if tweak != nil {
 		tweak(&settings)
 	}
-	e, err := New(settings, store, clk, ratelimit.NewMemory(), keys)
+	e, err := New(settings, store, clk, ratelimit.NewMemory(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func newFixture(tb testing.TB) *fixture {
 // start recovers an engine from the store (New and Start).
 func (f *fixture) start(tb testing.TB) {
 	tb.Helper()
-	e, err := actors.New(benchSettings(), f.store, f.clk, ratelimit.NewMemory(), f.keys)
+	e, err := actors.New(benchSettings(), f.store, f.clk, ratelimit.NewMemory(), f.keys, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

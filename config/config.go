@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rtcd/media"
 	"rtcd/money"
 )
 
@@ -48,8 +49,15 @@ type Config struct {
 	StripeWebhookSecret    string
 	StripeAPIBase          string
 
+	TLSCertFile string // PEM certificate chain of the API and built-in media listeners; empty: plain HTTP
+	TLSKeyFile  string // PEM private key of TLSCertFile
+
 	MediaListen     string // the built-in media node; empty: none
 	MediaControlURL string // control origin of a node run on its own (rtcd media); empty: none
+	MediaNodeIP     string // address in the built-in node's ICE host candidates; empty: the media listener's
+	MediaUDPPort    int    // the one UDP port of the built-in node's WebRTC; 0: the media listener's port
+	MediaTCPPort    int    // ICE over TCP port; 0: the media listener's port + 1; -1: off
+	MediaTURNPort   int    // the built-in node's embedded TURN server (UDP and TCP); 0: off
 
 	WebhookAllowPrivate         bool
 	WebhookExtraCAFile          string
@@ -102,7 +110,13 @@ func (c *Config) Settings() []Setting {
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
+		{Name: "tls-cert", Default: "", Help: "PEM certificate (chain) the API and the built-in media node serve HTTPS and wss:// with; empty: plain HTTP and ws:// (behind a TLS proxy, or on loopback)", str: &c.TLSCertFile},
+		{Name: "tls-key", Default: "", Help: "PEM private key of --tls-cert", str: &c.TLSKeyFile},
 		{Name: "media-listen", Default: "127.0.0.1:8081", Help: "HOST:PORT of the built-in reference media node (empty: do not run one)", str: &c.MediaListen},
+		{Name: "media-node-ip", Default: "", Help: "IP address clients send media to (ICE host candidates) of the built-in node; empty: the --media-listen host", str: &c.MediaNodeIP},
+		{Name: "media-udp-port", Default: "0", Help: "the one UDP port every WebRTC peer of the built-in node uses; 0: the --media-listen port number (on UDP)", num: &c.MediaUDPPort},
+		{Name: "media-tcp-port", Default: "0", Help: "ICE over TCP port of the built-in node, the fallback where UDP is blocked; 0: the --media-listen port + 1; -1: off", num: &c.MediaTCPPort},
+		{Name: "media-turn-port", Default: "0", Help: "run an embedded TURN server (UDP and TCP) on this port for clients that reach neither the UDP port nor ICE over TCP; clients get time-limited credentials at join; 0: off", num: &c.MediaTURNPort},
 		{Name: "media-control-url", Default: "", Help: "http(s) origin of a media node run on its own (rtcd media --listen), where rooms are closed and participants removed; use with --media-listen= and --media-url", str: &c.MediaControlURL},
 		{Name: "media-url", Default: "", Help: "media endpoint returned by POST /v1/connect; empty: ws://<media-listen address>/rtc of the built-in node; behind TLS set a wss:// address", str: &c.MediaURL},
 		{Name: "master-key", Default: "", Help: "hex master secret (at least 32 bytes); empty: <data-dir>/master.key, created on first start", str: &c.MasterKey},
@@ -248,6 +262,9 @@ func (c *Config) Validate() error {
 	if err := checkMediaURL(c.MediaURL); err != nil {
 		return err
 	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
 	for _, m := range []struct{ name, v string }{
 		{"participant-minute-price", c.ParticipantMinutePrice}, {"low-credit-threshold", c.LowCreditThreshold},
 		{"minimum-credit-to-start", c.MinimumCreditToStart}, {"bootstrap-credit", c.BootstrapCredit},
@@ -290,6 +307,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MediaListen); err != nil {
 			return fmt.Errorf("--media-listen=%q: want HOST:PORT", c.MediaListen)
 		}
+	}
+	if err := c.MediaNetwork().Validate(); err != nil {
+		return err
 	}
 	if _, err := c.RetrySchedule(); err != nil {
 		return err
@@ -355,14 +375,38 @@ func (c *Config) validateDashboard() error {
 }
 
 // DashboardOrigin is where dashboard links point: --dashboard-url, else
-// --public-url, else http://<apiAddr>, the API listener's real address
-// (the port may have been chosen by the system).
+// the API's origin (APIOrigin).
 func (c *Config) DashboardOrigin(apiAddr string) string {
-	switch {
-	case c.DashboardURL != "":
+	if c.DashboardURL != "" {
 		return strings.TrimRight(c.DashboardURL, "/")
-	case c.PublicURL != "":
+	}
+	return c.APIOrigin(apiAddr)
+}
+
+// APIOrigin is the API's origin as browsers reach it: --public-url, else
+// <scheme>://<apiAddr>, the API listener's real address (the port may have
+// been chosen by the system), https when rtcd serves TLS itself.
+func (c *Config) APIOrigin(apiAddr string) string {
+	if c.PublicURL != "" {
 		return strings.TrimRight(c.PublicURL, "/")
 	}
-	return "http://" + apiAddr
+	return c.ListenerScheme() + "://" + apiAddr
+}
+
+// ServesTLS reports whether the API and the built-in media node serve TLS
+// themselves (--tls-cert and --tls-key).
+func (c *Config) ServesTLS() bool { return c.TLSCertFile != "" }
+
+// ListenerScheme is the scheme of the API listener: https with TLS, else
+// http.
+func (c *Config) ListenerScheme() string {
+	if c.ServesTLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// MediaNetwork is where the built-in media node's WebRTC traffic goes.
+func (c *Config) MediaNetwork() media.NetworkOptions {
+	return media.NetworkOptions{NodeIP: c.MediaNodeIP, UDPPort: c.MediaUDPPort, TCPPort: c.MediaTCPPort, TURNPort: c.MediaTURNPort}
 }

@@ -81,7 +81,7 @@ func TestDefaults(t *testing.T) {
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
 		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
 		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "master-key": "",
-		"media-listen": "127.0.0.1:8081", "billing-enabled": true, "currency": "USD",
+		"media-listen": "127.0.0.1:8081", "media-node-ip": "", "media-udp-port": 0, "media-tcp-port": 0, "media-turn-port": 0, "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
 		"public-url": "", "payment-provider": "sandbox", "stripe-secret-key": "",
@@ -362,5 +362,32 @@ func TestDashboardSettingsValidate(t *testing.T) {
 	c, _ = Parse("test", nil, noEnv)
 	if got := c.DashboardOrigin(c.Listen); got != "http://127.0.0.1:8080" {
 		t.Errorf("DashboardOrigin defaults to the listen address: got %q", got)
+	}
+}
+
+// --tls-cert and --tls-key go together, and make the API's own origin
+// https (the dashboard's too, unless it has its own).
+func TestTLSSettings(t *testing.T) {
+	for _, args := range [][]string{{"--tls-cert=/etc/rtcd/cert.pem"}, {"--tls-key=/etc/rtcd/key.pem"}} {
+		if _, err := Parse("test", args, noEnv); err == nil {
+			t.Errorf("Parse(%v) accepted half a TLS setting", args)
+		}
+	}
+	c, err := Parse("test", []string{"--tls-cert=/etc/rtcd/cert.pem", "--tls-key=/etc/rtcd/key.pem"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ServesTLS() || c.ListenerScheme() != "https" {
+		t.Errorf("ServesTLS %v, scheme %q", c.ServesTLS(), c.ListenerScheme())
+	}
+	if got := c.APIOrigin(c.Listen); got != "https://127.0.0.1:8080" {
+		t.Errorf("APIOrigin with TLS: %q", got)
+	}
+	if got := c.DashboardOrigin(c.Listen); got != "https://127.0.0.1:8080" {
+		t.Errorf("DashboardOrigin with TLS: %q", got)
+	}
+	c, _ = Parse("test", nil, noEnv)
+	if c.ServesTLS() || c.APIOrigin(c.Listen) != "http://127.0.0.1:8080" {
+		t.Errorf("without TLS: ServesTLS %v, APIOrigin %q", c.ServesTLS(), c.APIOrigin(c.Listen))
 	}
 }

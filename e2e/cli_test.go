@@ -6,19 +6,25 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	dto "github.com/prometheus/client_model/go"
 	"rtcd/actors"
 	"rtcd/auth"
+	"rtcd/internal/testtools"
 	"rtcd/media"
+	"rtcd/metrics"
+	"rtcd/server"
 )
 
 // The operator commands, run as the built binary: `rtcd billing adjust`
@@ -317,11 +323,11 @@ func cliTestStandaloneMedia(t *testing.T, bin, dir string, boot bootstrap) {
 
 	// The control plane runs no node of its own and sends commands to the
 	// one `rtcd media` runs with the printed key (not the data directory).
-	nodeAddr := binFreePort(t)
+	nodeAddr, nodeMetrics := binFreePort(t), binFreePort(t)
 	p := binServe(t, bin, dir, boot.APIKey, "--media-listen=", "--media-url=ws://"+nodeAddr+media.RTCPath,
 		"--media-control-url=http://"+nodeAddr)
 	node := cliStartNode(t, bin, nodeAddr, "--control-url", p.Metrics, "--media-key", strings.TrimSpace(stdout),
-		"--data-dir", t.TempDir(), "--node-id", "standalone-1", "--log-level", "info")
+		"--data-dir", t.TempDir(), "--node-id", "standalone-1", "--log-level", "info", "--metrics-listen", nodeMetrics)
 
 	c := binClient(true)
 	call := func(method, path string, body any, want int) binResult {
@@ -351,12 +357,22 @@ func cliTestStandaloneMedia(t *testing.T, bin, dir string, boot bootstrap) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process's report
 	}
+	cliCheckNodeMetrics(t, "http://"+nodeMetrics, node, []string{room, pid, boot.AccountID, boot.ProjectID})
 
-	// A node with another key refuses the same media token.
+	// A node with another key refuses the same media token. Its metrics
+	// listener comes from the environment.
+	otherMetrics := binFreePort(t)
+	t.Setenv("RTCD_MEDIA_METRICS_LISTEN", otherMetrics)
 	other := cliStartNode(t, bin, binFreePort(t), "--control-url", p.Metrics, "--media-key", strings.Repeat("ab", 32),
 		"--node-id", "wrong-key")
 	if _, m := cliJoin(t, "ws://"+other.addr+media.RTCPath, cs.str("media_token")); m["type"] != "error" || m["code"] != media.CodeTokenInvalid {
 		t.Fatalf("a node with another key answered the join with %v, want error %s", m, media.CodeTokenInvalid)
+	}
+	cliAwaitNodeMetric(t, "http://"+otherMetrics, "rtcd_media_joins_total", nil, 0)
+	// A metrics address that is not HOST:PORT stops the start.
+	if _, stderr, code := cliRun(t, bin, nil, "media", "--listen", binFreePort(t), "--media-key", strings.Repeat("ab", 32),
+		"--metrics-listen", "9101"); code != 1 || !strings.Contains(stderr, `--metrics-listen="9101": want HOST:PORT`) {
+		t.Fatalf("rtcd media --metrics-listen 9101: exit %d, stderr %q; want exit 1 and the flag named", code, stderr)
 	}
 
 	// Ending the room reaches the node as a signed command: the client is
@@ -387,5 +403,89 @@ func cliTestStandaloneMedia(t *testing.T, bin, dir string, boot bootstrap) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("rtcd media did not stop within 20s of SIGTERM\n%s", node.logText())
+	}
+}
+
+// cliAwaitNodeMetric scrapes a media node's metrics listener at base until
+// the series reads want, and returns the last scrape.
+func cliAwaitNodeMetric(t *testing.T, base, name string, labels map[string]string, want float64) ([]byte, map[string]*dto.MetricFamily) {
+	t.Helper()
+	c := binClient(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw, fams := obsScrapeURL(t, c, base+"/metrics")
+		got := obsValue(t, fams, name, labels)
+		if got == want {
+			return raw, fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v on %s, want %v", name, labels, got, base, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process's report
+	}
+}
+
+// cliCheckNodeMetrics checks the metrics listener of `rtcd media` at base,
+// with one participant joined: the node's families only (media, build
+// info, Go runtime and process), every rtcd_ one documented, the join and
+// its report counted, no identifier in it, and promtool check metrics clean.
+func cliCheckNodeMetrics(t *testing.T, base string, node *cliNode, ids []string) {
+	t.Helper()
+	res, err := binClient(false).Get(base + "/healthz")
+	if err != nil {
+		t.Fatalf("node /healthz: %v\n%s", err, node.logText())
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "ok\n" {
+		t.Fatalf("node /healthz: %d %q", res.StatusCode, body)
+	}
+	// The report is counted sent once the control plane has answered it.
+	raw, fams := cliAwaitNodeMetric(t, base, "rtcd_media_reports_total", map[string]string{"type": "joined", "result": "sent"}, 1)
+	for name, want := range map[string]float64{"rtcd_media_sessions": 1, "rtcd_media_connections": 1, "rtcd_media_joins_total": 1,
+		"rtcd_media_turn_allocations": 0, "rtcd_media_keyframe_requests_total": 0} {
+		if got := obsValue(t, fams, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for _, kind := range metrics.MediaKinds {
+		for _, name := range []string{"rtcd_media_published_tracks", "rtcd_media_subscriptions", "rtcd_media_received_packets_total",
+			"rtcd_media_forwarded_bytes_total", "rtcd_media_dropped_packets_total"} {
+			if got := obsValue(t, fams, name, map[string]string{"kind": kind}); got != 0 {
+				t.Errorf("%s{kind=%q} = %v, want a series at 0", name, kind, got)
+			}
+		}
+	}
+	if got := obsValue(t, fams, "rtcd_build_info", map[string]string{"version": server.Version, "goversion": runtime.Version()}); got != 1 {
+		t.Errorf("rtcd_build_info{version=%q} = %v, want 1", server.Version, got)
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_open_fds"} {
+		if fams[name] == nil {
+			t.Errorf("the node does not export %s", name)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join(binModuleRoot(t), "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range fams {
+		switch {
+		case strings.HasPrefix(name, "go_"), strings.HasPrefix(name, "process_"):
+		case name != "rtcd_build_info" && !strings.HasPrefix(name, "rtcd_media_"):
+			t.Errorf("the node exports %s, which is not one of its families", name)
+		case !bytes.Contains(doc, []byte("`"+name+"`")):
+			t.Errorf("docs/metrics.md does not document %s", name)
+		}
+	}
+	for _, id := range ids {
+		if bytes.Contains(raw, []byte(id)) {
+			t.Errorf("the node's metrics expose %q", id)
+		}
+	}
+	promtool := testtools.RequireOnPath(t, "promtool", "apt-get install prometheus (Debian), or a Prometheus release's promtool on PATH")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(raw)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the node's metrics: %v\n%s", err, out)
 	}
 }

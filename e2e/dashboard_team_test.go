@@ -567,6 +567,9 @@ func TestDashboardInvitationLimits(t *testing.T) {
 	invite().must(t, 201)
 	n++
 	tmDetails(t, invite(), 409, "quota_exceeded")
+	// The three hourly refusals are counted under the limit's name (the
+	// open-invitations cap is a quota, not a rate limit).
+	e.mfAwait("rtcd_rate_limit_rejections_total", mfLabels{"limit": "invitations_per_hour_per_account"}, 3)
 }
 
 // The hourly limit also holds per inviting user, over all their workspaces.

@@ -262,6 +262,10 @@ func TestDashboardSignInRateLimits(t *testing.T) {
 	if r := e.do("POST", "/v1/auth/email/verify", "", map[string]any{"token": "rtc_el_guess"}); r.Status != 429 {
 		t.Fatalf("31st attempt in a minute: %d %s", r.Status, r.Raw)
 	}
+	// Each refusal is counted under its limit's name, the silent ones too.
+	e.mfAwait("rtcd_rate_limit_rejections_total", mfLabels{"limit": "sign_in_mails_per_address_per_hour"}, 2)
+	e.mfAwait("rtcd_rate_limit_rejections_total", mfLabels{"limit": "sign_in_starts_per_ip_per_minute"}, 1)
+	e.mfAwait("rtcd_rate_limit_rejections_total", mfLabels{"limit": "sign_in_attempts_per_ip_per_minute"}, 1)
 }
 
 func TestDashboardLogout(t *testing.T) {

@@ -142,7 +142,7 @@ func TestErrorUnknownRouteAndWrongMethod(t *testing.T) {
 		{"PATCH", "/v1/rooms/" + room, k, 405, []string{"GET", "DELETE"}},
 		{"POST", "/v1/rooms/" + room, k, 405, []string{"GET", "DELETE"}},
 		{"PUT", "/v1/rooms/" + room + "/participants", k, 405, []string{"GET", "POST"}},
-		{"GET", "/v1/connect", "", 405, []string{"POST"}},
+		{"GET", "/v1/connect", "", 405, []string{"POST", "OPTIONS"}}, // its preflight (browser_test.go)
 		{"DELETE", "/v1/api-keys", k, 405, []string{"GET", "POST"}},
 		{"GET", "/v1/api-keys/key_x", k, 405, []string{"DELETE"}},
 		{"POST", "/v1/project/limits", k, 405, []string{"GET"}},

@@ -221,7 +221,13 @@ func TestSystemInfo(t *testing.T) {
 // obsScrape fetches the metrics listener's /metrics.
 func obsScrape(t *testing.T, e *env) ([]byte, map[string]*dto.MetricFamily) {
 	t.Helper()
-	res, err := e.client.Get(e.Metrics + "/metrics")
+	return obsScrapeURL(t, e.client, e.Metrics+"/metrics")
+}
+
+// obsScrapeURL scrapes url (any process's /metrics) and parses it.
+func obsScrapeURL(t *testing.T, c *http.Client, url string) ([]byte, map[string]*dto.MetricFamily) {
+	t.Helper()
+	res, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}

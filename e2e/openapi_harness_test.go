@@ -181,7 +181,7 @@ func errorStatusMismatch(status int, raw []byte) string {
 	code := env.Error.Code
 	if code == apierr.InvalidRequest {
 		switch status {
-		case 400, 404, 405, 413, 414, 431:
+		case 400, 404, 405, 413, 414, 415, 431:
 			return ""
 		}
 	} else if apierr.Status(code) == status {

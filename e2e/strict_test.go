@@ -253,6 +253,7 @@ func TestStrictIdempotencyKeyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+k)
+		req.Header.Set("Content-Type", "application/json")
 		for _, v := range idemKeys {
 			req.Header.Add("Idempotency-Key", v)
 		}

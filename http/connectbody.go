@@ -20,8 +20,12 @@ import (
 // keys, invalid UTF-8, wrong types, trailing data, depth. The two are
 // compared on a corpus and under fuzzing (connectbody_test.go).
 
-// decodeConnect decodes the connect body raw into p.
-func decodeConnect(raw []byte, p *actors.ConnectParams) *apierr.Error {
+// decodeConnect decodes the connect body raw, declared as contentType, into
+// p. The declared type is checked first, as for every body (checkBodyType).
+func decodeConnect(raw, contentType []byte, p *actors.ConnectParams) *apierr.Error {
+	if err := checkBodyType(raw, contentType); err != nil {
+		return err
+	}
 	if readConnect(raw, p) {
 		return nil
 	}

@@ -39,7 +39,7 @@ type connectOutcome struct {
 
 func decodeConnectBoth(body []byte) (fast, generic connectOutcome) {
 	var p actors.ConnectParams
-	err := decodeConnect(body, &p)
+	err := decodeConnect(body, []byte(jsonMediaType), &p)
 	fast = connectOutcome{&p, err}
 	var q actors.ConnectParams
 	err = decodeBody(body, &q, false)
@@ -96,7 +96,7 @@ func TestConnectDecoderAllocations(t *testing.T) {
 	body := []byte(`{"token":"rtc_pt_abc.def","sdk":{"name":"web","version":"1.2.3","platform":"browser"}}`)
 	allocs := testing.AllocsPerRun(100, func() {
 		var p actors.ConnectParams
-		if err := decodeConnect(body, &p); err != nil {
+		if err := decodeConnect(body, []byte(jsonMediaType), &p); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,6 +1,10 @@
 package http
 
 import (
+	"net/url"
+	"regexp"
+	"strings"
+
 	"rtcd/apierr"
 	"rtcd/web/dashboard"
 )
@@ -33,6 +37,37 @@ const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; i
 	"connect-src 'self'; font-src 'self'; manifest-src 'self'; form-action 'self'; " +
 	"frame-ancestors 'none'; base-uri 'none'"
 
+// The call page (/p/{project}/rooms/{room}/call) is the one dashboard page
+// that holds a call through the web SDK: its document may use the camera,
+// the microphone and screen sharing of its own origin, and reach the media
+// node's WebSocket; every other page keeps them off. The browser applies a
+// document's policies for its whole life, so the dashboard opens the call
+// page with a full page load, never by its in-page router.
+var callPagePath = regexp.MustCompile(`^/p/[^/]+/rooms/[^/]+/call/?$`)
+
+const (
+	dashboardPermissions = "camera=(), microphone=(), geolocation=(), payment=()"
+	callPagePermissions  = "camera=(self), microphone=(self), display-capture=(self), geolocation=(), payment=()"
+)
+
+// SetMediaEndpoint names the media endpoint POST /v1/connect returns (a
+// ws:// or wss:// address), which the call page's Content-Security-Policy
+// lets it reach. Call it before serving; without it the call page reaches
+// its own origin only.
+func (s *Server) SetMediaEndpoint(endpoint string) {
+	s.callCSP = callPageCSP(endpoint)
+}
+
+// callPageCSP is dashboardCSP whose connect-src adds the media endpoint's
+// origin.
+func callPageCSP(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return dashboardCSP
+	}
+	return strings.Replace(dashboardCSP, "connect-src 'self';", "connect-src 'self' "+u.Scheme+"://"+u.Host+";", 1)
+}
+
 // assetMaxAgeSeconds is how long a browser keeps a versioned asset: a new
 // build changes its URL (?v=), so it can be kept for a year.
 const assetMaxAgeSeconds = "31536000"
@@ -42,6 +77,14 @@ func (s *Server) dashboardPages() {
 	page := s.wrap("dashboard_page", noAuth, func(rc *reqCtx) {
 		h := &rc.ctx.Response.Header
 		setDashboardSecurityHeaders(rc)
+		if callPagePath.Match(rc.ctx.Path()) {
+			csp := s.callCSP
+			if csp == "" {
+				csp = dashboardCSP
+			}
+			h.Set("Content-Security-Policy", csp)
+			h.Set("Permissions-Policy", callPagePermissions)
+		}
 		h.Set("Cache-Control", "no-cache")
 		rc.ctx.SetStatusCode(200)
 		rc.ctx.SetContentType("text/html; charset=utf-8")
@@ -87,5 +130,5 @@ func setDashboardSecurityHeaders(rc *reqCtx) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+	h.Set("Permissions-Policy", dashboardPermissions)
 }

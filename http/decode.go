@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"mime"
 	"reflect"
 	"strings"
 
@@ -23,11 +24,31 @@ const jsonWhitespace = " \t\r\n"
 // trailing data are invalid_request. An empty body (no bytes at all) counts
 // as {} when emptyOK (every field of the request is optional); a body of
 // only whitespace is not empty, and is refused like any other non-object.
+//
+// A body must be declared as JSON (Content-Type application/json, charset
+// utf-8 if any): anything else is 415 before a byte of it is parsed, so a form
+// or a text/plain body a browser sends cross-origin without a preflight
+// never acts (docs/api.md, "Strict request bodies").
 func (rc *reqCtx) decode(v any, emptyOK bool) *apierr.Error {
-	return decodeBody(rc.ctx.PostBody(), v, emptyOK)
+	raw := rc.ctx.PostBody()
+	if err := checkBodyType(raw, rc.ctx.Request.Header.ContentType()); err != nil {
+		return err
+	}
+	return decodeBody(raw, v, emptyOK)
 }
 
-// decodeBody is decode of the body raw.
+// checkBodyType refuses (415) a body raw whose declared Content-Type is not
+// JSON. An empty body has no type to check: decodeBody refuses it as no
+// JSON object (or takes it as {}).
+func checkBodyType(raw, contentType []byte) *apierr.Error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return checkJSONContentType(contentType)
+}
+
+// decodeBody is decode of the body raw, once its type is checked
+// (checkBodyType).
 func decodeBody(raw []byte, v any, emptyOK bool) *apierr.Error {
 	if len(raw) == 0 && emptyOK {
 		return nil
@@ -53,6 +74,31 @@ func decodeBody(raw []byte, v any, emptyOK bool) *apierr.Error {
 	var extra json.RawMessage
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return apierr.New(apierr.InvalidRequest, "the request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonMediaType is the one media type a JSON route accepts.
+const jsonMediaType = "application/json"
+
+// checkJSONContentType refuses (415) a body not declared as JSON: no
+// Content-Type, another media type (text/plain and form encodings above
+// all: a browser sends those cross-origin without asking first), or a
+// charset other than UTF-8 (RFC 8259 section 8.1).
+func checkJSONContentType(header []byte) *apierr.Error {
+	if string(header) == jsonMediaType {
+		return nil // what clients send: no parse, no allocation (the connect path)
+	}
+	refuse := func() *apierr.Error {
+		return apierr.New(apierr.InvalidRequest, "the request body must be JSON sent with Content-Type: %s", jsonMediaType).
+			WithDetails("header", "Content-Type").WithDetails("expected", jsonMediaType).WithStatus(415)
+	}
+	mediaType, params, err := mime.ParseMediaType(string(header))
+	if err != nil || mediaType != jsonMediaType {
+		return refuse()
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return refuse()
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ func TestDecodeStrict(t *testing.T) {
 	for _, c := range cases {
 		ctx := new(fasthttp.RequestCtx)
 		ctx.Request.SetBodyString(c.body)
+		ctx.Request.Header.SetContentType("application/json")
 		var target any = new(actors.RoomParams)
 		if c.target != nil {
 			target = c.target()
@@ -71,7 +72,38 @@ func TestDecodeStrict(t *testing.T) {
 func bodyCtx(body string) *fasthttp.RequestCtx {
 	ctx := new(fasthttp.RequestCtx)
 	ctx.Request.SetBodyString(body)
+	ctx.Request.Header.SetContentType("application/json")
 	return ctx
+}
+
+// A body is read only when declared as JSON: any other media type or
+// charset is 415, an empty body needs no type.
+func TestDecodeNeedsJSONContentType(t *testing.T) {
+	for ct, ok := range map[string]bool{
+		"application/json": true, "Application/JSON": true, "application/json; charset=utf-8": true,
+		"application/json;charset=UTF-8": true, "application/json; foo=bar": true,
+		"": false, "text/plain": false, "text/plain; charset=utf-8": false, "application/x-www-form-urlencoded": false,
+		"multipart/form-data; boundary=x": false, "application/json; charset=latin1": false, "application/jsonp": false,
+		"application/ld+json": false, "application/json; charset=": false, "json": false,
+	} {
+		ctx := new(fasthttp.RequestCtx)
+		ctx.Request.SetBodyString(`{"name":"a"}`)
+		if ct != "" {
+			ctx.Request.Header.SetContentType(ct)
+		}
+		err := (&reqCtx{ctx: ctx}).decode(new(actors.RoomParams), true)
+		switch {
+		case ok && err != nil:
+			t.Errorf("%q refused: %v", ct, err)
+		case !ok && (err == nil || apierr.StatusOf(err) != 415 || err.Code != apierr.InvalidRequest):
+			t.Errorf("%q: %v, want 415 invalid_request", ct, err)
+		}
+	}
+	ctx := new(fasthttp.RequestCtx)
+	ctx.Request.Header.SetContentType("text/plain")
+	if err := (&reqCtx{ctx: ctx}).decode(new(actors.RoomParams), true); err != nil {
+		t.Errorf("an empty body of any type is {} where that is allowed: %v", err)
+	}
 }
 
 // The strict check must not allocate on a valid body of the real connect
@@ -93,8 +125,7 @@ const benchConnectBody = `{"token":"pt_v1.eyJwcmoiOiJwcmpfd252NWtueWJ0NXlsMzN4cW
 // BenchmarkDecodeConnect is what POST /v1/connect pays to read its body: the
 // strict check and the decoding.
 func BenchmarkDecodeConnect(b *testing.B) {
-	ctx := new(fasthttp.RequestCtx)
-	ctx.Request.SetBodyString(benchConnectBody)
+	ctx := bodyCtx(benchConnectBody)
 	rc := &reqCtx{ctx: ctx}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchConnectBody)))

@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	s.route("DELETE", participantPath, apiKey, s.removeParticipant, sc.ParticipantsWrite)
 
 	s.route("POST", connectPath, noAuth, s.connect) // the participant token in the body is the credential
+	s.preflight(connectPath, connectAllowedHeaders) // web clients call it from any origin (cors.go)
 
 	s.route("POST", apiKeysPath, apiKey, created(false, s.createAPIKey), sc.APIKeysWrite)
 	s.route("GET", apiKeysPath, apiKey, listed(s.listAPIKeys), sc.APIKeysRead)
@@ -167,7 +168,7 @@ func (s *Server) removeParticipant(rc *reqCtx) {
 // answer into a pooled buffer, and the counter of an ok is resolved once.
 func (s *Server) connect(rc *reqCtx) {
 	var p actors.ConnectParams
-	err := decodeConnect(rc.ctx.PostBody(), &p)
+	err := decodeConnect(rc.ctx.PostBody(), rc.ctx.Request.Header.ContentType(), &p)
 	if err == nil {
 		buf := connectBuffers.Get().(*[]byte)
 		var body []byte

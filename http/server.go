@@ -64,6 +64,15 @@ type Server struct {
 	google            *googleauth.Provider // nil: Google sign-in is off
 	inFlight          atomic.Int64         // requests being served (MaxConcurrentRequests)
 	connectOK         prometheus.Counter   // rtcd_connect_results_total{code="ok"}, resolved once; nil without metrics
+	// cors is each registered route's CORS policy (cors.go), by path.
+	cors map[string]corsPolicy
+	// dashboardOrigin is the origin of a dashboard served elsewhere than
+	// the API ("" when it is the API's own): the one origin the session
+	// routes answer CORS for (AllowDashboardOrigin).
+	dashboardOrigin string
+	// callCSP is the Content-Security-Policy of the dashboard's call page
+	// (SetMediaEndpoint; "" until set: the dashboard's own).
+	callCSP string
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -103,6 +112,9 @@ func New(engine *actors.Engine, m *metrics.Metrics, version string, trustForward
 	s.billingRoutes(pay)
 	s.dashboardRoutes()
 	s.dashboardPages()
+	if m != nil {
+		m.InitRoutes(s.Routes())
+	}
 	return s
 }
 
@@ -153,9 +165,18 @@ func (s *Server) NewFastHTTPServer() *fasthttp.Server {
 		DisableHeaderNamesNormalizing: false,
 		NoDefaultServerHeader:         false,
 		NoDefaultContentType:          true,
+		// No route takes multipart bodies: one is refused (415) as not
+		// JSON, never parsed (and a malformed one is not a malformed
+		// request).
+		DisablePreParseMultipartForm: true,
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
-			rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
+			rc := &reqCtx{ctx: ctx, requestID: requestID(ctx), route: "unmatched"}
 			ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+			if string(ctx.Path()) == connectPath {
+				// A browser must be able to read why its connect was refused.
+				rc.route = connectPath
+			}
+			defer s.applyCORS(rc)
 			var smallBuffer *fasthttp.ErrSmallBuffer
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 				drainRefusedBody(ctx)
@@ -229,14 +250,23 @@ const (
 type reqCtx struct {
 	ctx       *fasthttp.RequestCtx
 	requestID string
+	route     string                // the route's path (its label in metrics)
 	caller    *actors.Caller        // project routes
 	user      *actors.DashboardUser // dashboard routes
 }
 
 func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required ...scopes.Scope) fasthttp.RequestHandler {
+	if s.cors == nil {
+		s.cors = map[string]corsPolicy{}
+	}
+	if _, ok := s.cors[route]; !ok {
+		// The first route registered on a path decides (a preflight, added
+		// later, keeps the policy of the route it answers for).
+		s.cors[route] = corsOf(route, mode)
+	}
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		rc := &reqCtx{ctx: ctx, requestID: requestID(ctx)}
+		rc := &reqCtx{ctx: ctx, requestID: requestID(ctx), route: route}
 		ctx.Response.Header.Set("X-Request-Id", rc.requestID)
 		n := s.inFlight.Add(1)
 		defer s.finish(rc, route, start) // also when h panics
@@ -281,6 +311,7 @@ func (s *Server) finish(rc *reqCtx, route string, start time.Time) {
 		rc.ctx.Response.Header.Set("X-Request-Id", rc.requestID)
 		rc.fail(apierr.New(apierr.Internal, "internal error"))
 	}
+	s.applyCORS(rc)
 	s.inFlight.Add(-1)
 	if s.metrics != nil {
 		s.metrics.ObserveHTTP(route, rc.ctx.Method(), rc.ctx.Response.StatusCode(), time.Since(start).Seconds())

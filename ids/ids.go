@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Public identifier prefixes.
@@ -53,13 +54,47 @@ var generators = sync.Pool{New: func() any {
 // New returns a fresh id with prefix.
 func New(prefix string) string {
 	var b [randomBytes]byte
-	g := generators.Get().(*mrand.ChaCha8)
-	_, _ = g.Read(b[:]) // never fails
-	generators.Put(g)
+	if s := seeded.Load(); s != nil {
+		s.read(b[:])
+	} else {
+		g := generators.Get().(*mrand.ChaCha8)
+		_, _ = g.Read(b[:]) // never fails
+		generators.Put(g)
+	}
 	buf := make([]byte, len(prefix)+RandomChars)
 	copy(buf, prefix)
 	encoding.Encode(buf[len(prefix):], b[:])
 	return string(buf)
+}
+
+// seeded, when set, is the one generator every id comes from (Seed).
+var seeded atomic.Pointer[seededSource]
+
+// seededSource is a generator seeded by a test, shared by every goroutine
+// (a mutex: only tests draw from it).
+type seededSource struct {
+	mu sync.Mutex
+	g  *mrand.ChaCha8
+}
+
+func (s *seededSource) read(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.g.Read(b) // never fails
+}
+
+// Seed makes every id from now on a function of seed and of the order ids
+// are drawn in, until restore is called. It is for tests that must replay
+// a run exactly (the crash simulation, package sim: the same seed gives the
+// same ids, so the same trace); ids stay well-formed but are predictable, so
+// nothing outside a test may call it.
+func Seed(seed uint64) (restore func()) {
+	var key [32]byte
+	for i := 0; i < 8; i++ {
+		key[i] = byte(seed >> (8 * i))
+	}
+	old := seeded.Swap(&seededSource{g: mrand.NewChaCha8(key)})
+	return func() { seeded.Store(old) }
 }
 
 // Valid reports whether s looks like an id with prefix: the prefix, then

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +58,7 @@ type baselineServer struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	srv   *fasthttp.Server
+	stop  func() // an in-process server other than srv
 }
 
 func startBaseline(inProcess bool) (*baselineServer, error) {
@@ -71,11 +71,19 @@ func startBaseline(inProcess bool) (*baselineServer, error) {
 		go func() { _ = b.srv.Serve(ln) }()
 		return b, nil
 	}
+	return startChild("-serve-baseline")
+}
+
+// startChild runs this program again with flag (an internal -serve-…
+// flag) on an ephemeral loopback port, reads the address it prints, and
+// returns it as a baselineServer: the child serves until its stdin closes
+// (Stop), and its CPU time is read from /proc.
+func startChild(flag string) (*baselineServer, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w (use -baseline-in-process)", err)
 	}
-	cmd := exec.Command(self, "-serve-baseline", "127.0.0.1:0")
+	cmd := exec.Command(self, flag, "127.0.0.1:0")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
@@ -112,31 +120,15 @@ func (b *baselineServer) CPUSeconds() float64 {
 	if b.cmd == nil {
 		return -1
 	}
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(b.cmd.Process.Pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return -1
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return (ut + st) / clockTicks
+	return procCPUSeconds(b.cmd.Process.Pid)
 }
 
 func (b *baselineServer) Stop() {
 	if b.srv != nil {
 		_ = b.srv.Shutdown()
+	}
+	if b.stop != nil {
+		b.stop()
 	}
 	if b.cmd != nil {
 		_ = b.stdin.Close()

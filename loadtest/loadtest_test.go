@@ -22,30 +22,7 @@ func TestConnectAndBaseline(t *testing.T) {
 		t.Skip("runs load for a few seconds")
 	}
 	dir := t.TempDir()
-	args := append([]string{"--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--media-listen", "127.0.0.1:0", "--bootstrap-credit", localBootstrapCredit}, localServerFlags...)
-	args = append(args, "--log-level=error")
-	cfg, err := rtcdconfig.Parse("test", args, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var boot bytes.Buffer
-	srv, err := server.Start(cfg, server.Options{BootstrapOut: &boot, Fatal: func(err error) { t.Errorf("fatal storage error: %v", err) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	var creds credentials
-	if err := json.Unmarshal(boot.Bytes(), &creds); err != nil {
-		t.Fatalf("bootstrap output %q: %v", boot.String(), err)
-	}
-
+	srv, creds := startInProcess(t, dir)
 	lc := &config{
 		Scenarios: []string{"baseline", "connect"}, Mode: modeClosed, Concurrency: 8, Duration: time.Second,
 		Rooms: 4, Participants: 16, Projects: 1, JoinPerRoom: 10, CreatePerRoom: 4, WithBaseline: true,
@@ -90,4 +67,35 @@ func TestConnectAndBaseline(t *testing.T) {
 	if err := json.Unmarshal(raw, &back); err != nil || len(back.Runs) != 1 {
 		t.Fatalf("JSON report: %v", err)
 	}
+}
+
+// startInProcess starts rtcd in the test's process on loopback, with the
+// local server's generous limits, and returns it and its bootstrap
+// credentials.
+func startInProcess(t *testing.T, dir string) (*server.Server, credentials) {
+	t.Helper()
+	args := append([]string{"--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--media-listen", "127.0.0.1:0", "--bootstrap-credit", localBootstrapCredit}, localServerFlags...)
+	args = append(args, "--log-level=error")
+	cfg, err := rtcdconfig.Parse("test", args, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot bytes.Buffer
+	srv, err := server.Start(cfg, server.Options{BootstrapOut: &boot, Fatal: func(err error) { t.Errorf("fatal storage error: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	var creds credentials
+	if err := json.Unmarshal(boot.Bytes(), &creds); err != nil {
+		t.Fatalf("bootstrap output %q: %v", boot.String(), err)
+	}
+	return srv, creds
 }

@@ -38,6 +38,9 @@ const (
 	maxParticipantTTL = 86400
 )
 
+// serveMediaBaselineAddr is the internal -serve-media-baseline flag.
+var serveMediaBaselineAddr string
+
 // config is every flag.
 type config struct {
 	Addr        string
@@ -63,6 +66,12 @@ type config struct {
 	WithBaseline      bool
 	BaselineInProcess bool
 
+	MediaRooms       int
+	MediaPublishers  int
+	MediaSubscribers int
+	MediaAudio       bool
+	MediaBaseline    bool
+
 	JoinPerRoom   int
 	PingInterval  time.Duration
 	CreatePerRoom int
@@ -84,12 +93,18 @@ func splitList(s string) []string {
 	return out
 }
 
+// mediaShape is the media scenario's rooms.
+func (c *config) mediaShape() mediaShape {
+	return mediaShape{Rooms: c.MediaRooms, Publishers: c.MediaPublishers, Subscribers: c.MediaSubscribers, Audio: c.MediaAudio}
+}
+
 // parseFlags reads args into a config.
 func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var keys, scenarios, hotspot, serverFlags, serveBaselineAddr string
+	fs.StringVar(&serveMediaBaselineAddr, "serve-media-baseline", "", "internal: serve the media baseline (a plain pion forwarder) on this address until stdin closes")
 	fs.StringVar(&c.Addr, "addr", "", "API origin of a running server (host:port or http(s)://host:port); not with -local")
 	fs.StringVar(&keys, "api-key", "", "secret API key (sk_live_…) holding rooms:write, participants:write, project:read (and webhooks:write for mixed); comma-separated keys of several projects for -projects")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "the server's metrics listener (host:port); default: the local server's; empty with -addr: no server figures")
@@ -111,6 +126,11 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs.BoolVar(&c.BaselineInProcess, "baseline-in-process", false, "serve the baseline in this process instead of a child process")
 	fs.IntVar(&c.JoinPerRoom, "join-per-room", 10, "join: participants per room (at most 100, the media node's room cap)")
 	fs.DurationVar(&c.PingInterval, "ping-interval", 0, "join: ping interval (0: the node's heartbeat_interval_ms)")
+	fs.IntVar(&c.MediaRooms, "media-rooms", 2, "media: rooms")
+	fs.IntVar(&c.MediaPublishers, "media-publishers", 2, "media: publishers per room (each sends ~1.5 Mbit/s video and audio, and receives the others)")
+	fs.IntVar(&c.MediaSubscribers, "media-subscribers", 8, "media: subscribers per room (receive every publisher)")
+	fs.BoolVar(&c.MediaAudio, "media-audio", true, "media: publishers send an audio track beside the video")
+	fs.BoolVar(&c.MediaBaseline, "media-baseline", true, "media: also run the same calls through a plain pion forwarder (a child process; with -baseline-in-process, in this one) and compare")
 	fs.IntVar(&c.CreatePerRoom, "create-per-room", 4, "create: participants created in each room created")
 	fs.StringVar(&c.WebhookListen, "webhook-listen", "127.0.0.1:0", "mixed: address of the webhook receiver")
 	fs.StringVar(&c.WebhookURL, "webhook-url", "", "mixed: URL the server delivers to (default http://<webhook-listen>/webhook; a remote server needs --webhook-allow-private for it)")
@@ -126,7 +146,7 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	c.APIKeys = splitList(keys)
 	c.Scenarios = splitList(scenarios)
 	if len(c.Scenarios) == 1 && c.Scenarios[0] == "all" {
-		c.Scenarios = slices.Clone(scenarioNames)
+		c.Scenarios = slices.DeleteFunc(slices.Clone(scenarioNames), func(s string) bool { return slices.Contains(heavyScenarios, s) })
 	}
 	c.Hotspots = splitList(hotspot)
 	c.ServerFlags = strings.Fields(serverFlags)
@@ -178,6 +198,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("-ping-interval must not be negative")
 	case c.CreatePerRoom < 0 || c.CreatePerRoom > maxPerRoomOps:
 		return fmt.Errorf("-create-per-room must be 0 to %d", maxPerRoomOps)
+	case slices.Contains(c.Scenarios, "media") && c.mediaShape().validate() != nil:
+		return c.mediaShape().validate()
 	case slices.Contains(c.Scenarios, "join") && c.Concurrency > maxJoinSockets:
 		return fmt.Errorf("join: -concurrency (sockets) must be at most %d", maxJoinSockets)
 	}
@@ -202,6 +224,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(2)
+	}
+	if serveMediaBaselineAddr != "" {
+		if err := serveMediaBaseline(serveMediaBaselineAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest media baseline:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if serveBaselineAddr != "" {
 		if err := serveBaseline(serveBaselineAddr); err != nil {

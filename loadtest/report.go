@@ -106,6 +106,10 @@ func writeScenarioText(w io.Writer, r *scenarioReport, b *baselineResult) {
 	fmt.Fprintf(w, "\n=== %s: %s\n", name, r.Description)
 	fmt.Fprintf(w, "target    %s\n", r.Target)
 	fmt.Fprintf(w, "fixture   %d project(s), %d room(s), %d participant(s)\n", r.Projects, r.Rooms, r.Parts)
+	if r.Media != nil {
+		writeMediaText(w, r)
+		return
+	}
 	fmt.Fprintf(w, "load      %s, %.1f s\n", loadLine(r.Load), r.Load.ElapsedSec)
 	writeOpsTable(w, r.Load)
 	if j := r.Join; j != nil {

@@ -21,7 +21,10 @@ type scenarioReport struct {
 	Ratio       *ratio          `json:"ratio_to_baseline,omitempty"`
 	Join        *joinFigures    `json:"join,omitempty"`
 	Webhooks    *webhookFigures `json:"webhooks,omitempty"`
-	Notes       []string        `json:"notes,omitempty"`
+	Media       *mediaFigures   `json:"media,omitempty"`
+	// MediaBaseline is the same calls through a plain pion forwarder.
+	MediaBaseline *mediaFigures `json:"media_baseline,omitempty"`
+	Notes         []string      `json:"notes,omitempty"`
 }
 
 // baselineResult is the baseline run.
@@ -124,6 +127,8 @@ func runScenario(ctx context.Context, cfg *config, t *target, name, hotspot stri
 			ips = []string{hotspotIP}
 			r.Description = "POST /v1/connect, every request from one source address (X-Forwarded-For " + hotspotIP + "; the per-IP limit applies when the server trusts the header)"
 		}
+	case "media":
+		return runMedia(ctx, cfg, t, r, progress)
 	case "join":
 		nParts = cfg.Concurrency
 		if cfg.MaxRequests > 0 {

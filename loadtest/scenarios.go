@@ -40,7 +40,10 @@ const (
 	createdRoomTTL = 600
 )
 
-var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline"}
+var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media"}
+
+// heavyScenarios are left out of "all": they run only when named.
+var heavyScenarios = []string{"media"}
 
 // synthIPs returns n distinct private addresses.
 func synthIPs(n int) []string {

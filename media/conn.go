@@ -35,10 +35,13 @@ type conn struct {
 	waiting  *waitingJoin // its join, while it waits for admission
 	ended    bool         // terminated: every later event about it is ignored
 	doomed   bool         // queued for a slow_consumer disconnect
+	protocol int          // the version this socket speaks: 1 until a join asks for 2 on a node with WebRTC
+	peer     *peer        // its media, while it is the joined socket of a protocol 2 member
 }
 
 func newConn() *conn {
 	return &conn{
+		protocol:   protocolPresence,
 		send:       make(chan []byte, outboundQueueMessages),
 		stop:       make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -62,6 +65,7 @@ func (n *Node) readLoop(c *conn) {
 	heartbeatTimeout := time.Duration(n.cfg.HeartbeatTimeoutSeconds) * time.Second
 
 	joinSent := false
+	media := false    // joined asking for protocol 2 on a node with WebRTC
 	finished := false // after a leave or a refusal: read only until the close completes
 	for {
 		kind, data, err := c.ws.ReadMessage()
@@ -78,8 +82,12 @@ func (n *Node) readLoop(c *conn) {
 		if finished {
 			continue
 		}
-		msg, code, text := parseClientMessage(kind, data, joinSent)
+		msg, code, text := parseClientMessage(kind, data, joinSent, media)
 		if code == "" && msg.Type == typeJoin {
+			protocol := protocolPresence
+			if msg.Protocol >= protocolMedia && n.rtc != nil {
+				protocol = protocolMedia
+			}
 			claims, err := n.cfg.Verifier.Verify(msg.MediaToken, n.cfg.Clock.Now())
 			switch {
 			case errors.Is(err, auth.ErrTokenExpired):
@@ -88,7 +96,22 @@ func (n *Node) readLoop(c *conn) {
 				code, text = CodeTokenInvalid, "the media token is not valid"
 			default:
 				joinSent = true
-				n.post(func(h *hub) { h.join(c, claims) })
+				if protocol == protocolMedia {
+					// SDP offers and answers are larger than presence frames.
+					media = true
+					c.ws.SetReadLimit(maxSignalFrameBytes)
+				}
+				n.post(func(h *hub) { h.join(c, claims, protocol) })
+			}
+			if code != "" {
+				finished = true
+				n.post(func(h *hub) {
+					if !c.ended {
+						c.protocol = protocol
+					}
+					h.refuse(c, code, text)
+				})
+				continue
 			}
 		} else if code == "" {
 			finished = msg.Type == typeLeave
@@ -105,8 +128,9 @@ func (n *Node) readLoop(c *conn) {
 
 // parseClientMessage checks one client frame. It returns the message, or an
 // error code (bad_message) and a text for the client. joinSent says whether
-// this socket has already sent its join.
-func parseClientMessage(kind int, data []byte, joinSent bool) (clientMessage, string, string) {
+// this socket has already sent its join; media whether it speaks protocol
+// 2, whose signalling messages are refused on a protocol 1 socket.
+func parseClientMessage(kind int, data []byte, joinSent, media bool) (clientMessage, string, string) {
 	var msg clientMessage
 	if kind != websocket.TextMessage {
 		return msg, CodeBadMessage, "messages must be text frames"
@@ -134,8 +158,42 @@ func parseClientMessage(kind int, data []byte, joinSent bool) (clientMessage, st
 		}
 		msg.State = compact.Bytes()
 		return msg, "", ""
+	case typePublishOffer, typeSubscribeAnswer:
+		if !media {
+			break
+		}
+		if msg.SDP == "" {
+			return msg, CodeBadMessage, msg.Type + ".sdp is required"
+		}
+		return msg, "", ""
+	case typeCandidate:
+		if !media {
+			break
+		}
+		if msg.Target != targetPublish && msg.Target != targetSubscribe {
+			return msg, CodeBadMessage, `candidate.target must be "publish" or "subscribe"`
+		}
+		if len(msg.Candidate) == 0 || msg.Candidate[0] != '{' {
+			return msg, CodeBadMessage, "candidate.candidate must be an object"
+		}
+		return msg, "", ""
+	case typeTrackSubscribe, typeTrackUnsubscribe:
+		if !media {
+			break
+		}
+		if msg.TrackID == "" || len(msg.TrackID) > maxClientTrackIDBytes {
+			return msg, CodeBadMessage, msg.Type + ".track_id is required"
+		}
+		return msg, "", ""
 	case typeJoin:
 		return msg, CodeBadMessage, "already joined"
+	}
+	if media {
+		return msg, CodeBadMessage, "unknown message type"
+	}
+	switch msg.Type {
+	case typePublishOffer, typeSubscribeAnswer, typeCandidate, typeTrackSubscribe, typeTrackUnsubscribe:
+		return msg, CodeBadMessage, "this message needs protocol 2: join with \"protocol\":2 on a node with media"
 	default:
 		return msg, CodeBadMessage, "unknown message type"
 	}

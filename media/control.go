@@ -186,26 +186,26 @@ func NewHTTPEngine(cfg HTTPConfig) (*HTTPEngine, error) {
 // CloseRoom implements Engine by queuing a close_room command.
 func (e *HTTPEngine) CloseRoom(roomID, reason string) {
 	c := Command{Command: CommandCloseRoom, RoomID: roomID, Reason: truncate(reason, maxReasonBytes)}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // RemoveParticipant implements Engine by queuing a remove_participant
 // command.
 func (e *HTTPEngine) RemoveParticipant(roomID, participantID string) {
 	c := Command{Command: CommandRemoveParticipant, RoomID: roomID, ParticipantID: participantID}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // AdmitSession implements Engine by queuing an admit_session command.
 func (e *HTTPEngine) AdmitSession(roomID, participantID, sessionID string) {
 	c := Command{Command: CommandAdmitSession, RoomID: roomID, ParticipantID: participantID, SessionID: sessionID}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // CloseSession implements Engine by queuing a close_session command.
 func (e *HTTPEngine) CloseSession(roomID, participantID, sessionID, code string) {
 	c := Command{Command: CommandCloseSession, RoomID: roomID, ParticipantID: participantID, SessionID: sessionID, Code: code}
-	e.s.enqueue(c.path(), c)
+	e.s.enqueue(c.path(), "", c)
 }
 
 // Send sends c once and returns when the node has answered: nil for 2xx.

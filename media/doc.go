@@ -1,8 +1,10 @@
 // Package media owns rtcd's reference media node: a WebSocket signalling
 // server that admits participants holding a media token, tracks who is in
 // each room with heartbeats, tells the others in a room who joined, changed
-// or left, and reports joins and leaves to the control plane. It carries no
-// audio or video.
+// or left, and reports joins and leaves to the control plane; and, for
+// protocol 2 clients, a WebRTC selective forwarding unit on pion that
+// forwards every published RTP packet, undecoded, to the room's other
+// participants (rtc.go, peer.go, forward.go).
 //
 // It also owns the seam between the control plane and any media engine:
 //
@@ -30,5 +32,8 @@
 // Concurrency: one hub goroutine owns every room, member and pending
 // connection (see hub.go). Connection goroutines and control commands send
 // it closures over a bounded inbox; it never blocks on a socket, so a slow
-// client can never stall a room.
+// client can never stall a room. Media never passes through the hub: each
+// peer has its own signalling goroutine, each published layer its own
+// forwarding goroutine, and each subscriber's copy its own bounded queue
+// and writer; rtc.mu guards only who receives what.
 package media

@@ -233,7 +233,7 @@ func (c *client) expectEnd(code string, closeCode int) serverMsg {
 	var m serverMsg
 	if code != "" {
 		m = c.expect(typeError)
-		if m.Code != code || m.Protocol != ProtocolVersion || m.Message == "" {
+		if m.Code != code || m.Protocol != protocolPresence || m.Message == "" {
 			c.t.Fatalf("error message = %+v, want code %s", m, code)
 		}
 	}

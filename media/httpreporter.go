@@ -99,17 +99,17 @@ func NewHTTPReporter(cfg HTTPConfig) (*HTTPReporter, error) {
 
 // Joined queues a join report.
 func (r *HTTPReporter) Joined(j JoinReport) {
-	r.s.enqueue(ReportsPath, Report{Type: ReportJoined, Joined: &j})
+	r.s.enqueue(ReportsPath, ReportJoined, Report{Type: ReportJoined, Joined: &j})
 }
 
 // Left queues a leave report.
 func (r *HTTPReporter) Left(l LeaveReport) {
-	r.s.enqueue(ReportsPath, Report{Type: ReportLeft, Left: &l})
+	r.s.enqueue(ReportsPath, ReportLeft, Report{Type: ReportLeft, Left: &l})
 }
 
 // Presence queues a presence report.
 func (r *HTTPReporter) Presence(p PresenceReport) {
-	r.s.enqueue(ReportsPath, Report{Type: ReportPresence, Presence: &p})
+	r.s.enqueue(ReportsPath, ReportPresence, Report{Type: ReportPresence, Presence: &p})
 }
 
 // Dropped returns how many reports were given up on.

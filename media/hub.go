@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rtcd/auth"
+	"rtcd/metrics"
 )
 
 // maxTombstones bounds the closed rooms and removed participants a node
@@ -36,6 +37,7 @@ type hub struct {
 	pending     map[*conn]struct{}      // registered, not joined yet
 	admitting   map[string]*waitingJoin // joins reported, waiting for the control plane's answer, by session
 	connections int                     // registered and not yet released
+	members     int                     // joined sessions over every room (the metrics' sessions)
 	closed      bool                    // shut down: registrations refused
 
 	tombstones tombstones
@@ -67,6 +69,8 @@ type member struct {
 	joinedAt   time.Time
 	lastSeenAt time.Time
 	state      json.RawMessage
+	tracks     []TrackInfo // what it publishes (protocol 2)
+	speaking   bool        // the room's active speaker (protocol 2)
 }
 
 func newHub(n *Node) *hub {
@@ -88,6 +92,8 @@ func (h *hub) run() {
 		case op := <-h.n.inbox:
 			op(h)
 			h.settle()
+			h.cfg.Metrics.Sessions(h.members)
+			h.cfg.Metrics.Connections(h.connections)
 		case <-h.n.quit:
 			return
 		}
@@ -114,14 +120,16 @@ func (h *hub) release(c *conn) {
 	h.connections--
 }
 
-// join admits a verified client to its room, or (a node that awaits
-// admission) reports the join and holds it for the control plane's answer.
-// A second socket of a session already joined here replaces the first at
+// join admits a verified client, speaking protocol, to its room, or (a
+// node that awaits admission) reports the join and holds it for the
+// control plane's answer (the socket keeps its protocol meanwhile). A
+// second socket of a session already joined here replaces the first at
 // once: that session was admitted.
-func (h *hub) join(c *conn, claims auth.MediaClaims) {
+func (h *hub) join(c *conn, claims auth.MediaClaims, protocol int) {
 	if c.ended {
 		return // timed out (or the node shut down) while the token was checked
 	}
+	c.protocol = protocol
 	delete(h.pending, c)
 	now := h.clockNow()
 	if !h.joinable(c, claims) {
@@ -252,21 +260,89 @@ func (h *hub) seat(c *conn, claims auth.MediaClaims, now time.Time, report bool)
 		c.member = m
 		if newSession {
 			m.joinedAt = now
+			h.cfg.Metrics.Joined()
 			if report {
 				h.reportJoined(m)
 			}
 		}
+		// The old socket's tracks went with it (terminate closed its
+		// peer); the new socket publishes afresh.
+		hadMedia := m.tracks != nil || m.speaking
+		m.tracks, m.speaking = nil, false
 		h.enqueue(c, h.joinedMessage(r, m))
+		if hadMedia {
+			h.broadcastMedia(r, m)
+		}
+		h.startMedia(c, m)
 		return
 	}
 	m := &member{c: c, claims: claims, joinedAt: now, lastSeenAt: h.clockNow(), state: emptyState}
 	r.members[claims.ParticipantID] = m
+	h.members++
 	c.member = m
+	h.cfg.Metrics.Joined() // a session joined this node, whether reported now or admitted after its report
 	if report {
 		h.reportJoined(m)
 	}
 	h.enqueue(c, h.joinedMessage(r, m))
 	h.broadcast(r, m, encode(participantJoinedMessage{Type: typeParticipantJoined, Participant: m.view()}))
+	h.startMedia(c, m)
+}
+
+// startMedia gives a protocol 2 member's socket its media. Only the joined
+// socket of record of a member ever has a peer, so nothing is forwarded
+// to or from a socket that has not joined or has ended.
+func (h *hub) startMedia(c *conn, m *member) {
+	if c.protocol < protocolMedia || h.n.rtc == nil {
+		return
+	}
+	c.peer = h.n.rtc.addPeer(h.n, c, participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID}, m.claims.Role)
+}
+
+// tracksChanged records what c's member publishes and tells the room.
+func (h *hub) tracksChanged(c *conn, tracks []TrackInfo) {
+	m := c.member
+	if c.ended || m == nil {
+		return
+	}
+	m.tracks = tracks
+	h.broadcastMedia(h.rooms[m.claims.RoomID], m)
+}
+
+// activeSpeaker marks participantID ("" for nobody) as the room's one
+// speaking member and tells the room about each member whose flag changed.
+func (h *hub) activeSpeaker(roomID, participantID string) {
+	r := h.rooms[roomID]
+	if r == nil {
+		return
+	}
+	// The one who stopped speaking first, then the one who started, so a
+	// client never sees two speakers at once.
+	for _, turnOn := range []bool{false, true} {
+		for _, m := range sortedMembers(r) {
+			speaking := m.claims.ParticipantID == participantID
+			if m.speaking != speaking && speaking == turnOn {
+				m.speaking = speaking
+				h.broadcastMedia(r, m)
+			}
+		}
+	}
+}
+
+// broadcastMedia tells the protocol 2 members of r (m included: a client
+// learns that the node accepted its tracks) about m's tracks and speaking.
+// Protocol 1 members are not told: their protocol has no media.
+func (h *hub) broadcastMedia(r *room, m *member) {
+	if r == nil {
+		return
+	}
+	msg := encode(participantUpdatedMessage{Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID,
+		State: m.state, Tracks: m.tracks, Speaking: m.speaking})
+	for _, o := range r.members {
+		if o.c.protocol >= protocolMedia {
+			h.enqueue(o.c, msg)
+		}
+	}
 }
 
 // message handles a joined client's ping, update or leave.
@@ -281,10 +357,20 @@ func (h *hub) message(c *conn, msg clientMessage) {
 		h.enqueue(c, encode(pongMessage{Type: typePong, TS: msg.TS}))
 	case typeUpdate:
 		m.state = msg.State
+		// Tracks and speaking ride along (absent for a member without
+		// media), so a state update never reads as tracks gone.
 		h.broadcast(h.rooms[m.claims.RoomID], m, encode(participantUpdatedMessage{
-			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state}))
+			Type: typeParticipantUpdated, ParticipantID: m.claims.ParticipantID, State: m.state, Tracks: m.tracks, Speaking: m.speaking}))
 	case typeLeave:
 		h.drop(m, ReasonLeft, "", "")
+	case typePublishOffer, typeSubscribeAnswer, typeCandidate, typeTrackSubscribe, typeTrackUnsubscribe:
+		p := c.peer
+		if p == nil {
+			return
+		}
+		if !p.do(func() { p.handle(msg) }) {
+			h.drop(m, ReasonBadMessage, CodeBadMessage, "too many signalling messages waiting")
+		}
 	}
 }
 
@@ -317,12 +403,14 @@ func (h *hub) gone(c *conn, why readEnd) {
 	m := c.member
 	switch {
 	case m != nil && why == readTimedOut:
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutHeartbeat)
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	case m != nil && why == readTooBig:
 		h.drop(m, ReasonBadMessage, "", "")
 	case m != nil:
 		h.drop(m, ReasonDisconnected, "", "")
 	case why == readTimedOut && c.waiting == nil:
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutJoin)
 		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
 	default:
 		h.terminate(c, "", "") // a waiting join's leave is reported as disconnected
@@ -341,6 +429,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		}
 	}
 	for _, c := range late {
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutJoin)
 		h.terminate(c, CodeJoinTimeout, "no join message within the join timeout")
 	}
 	var silent []*member
@@ -352,6 +441,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		}
 	}
 	for _, m := range silent {
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutHeartbeat)
 		h.drop(m, ReasonHeartbeatTimeout, CodeHeartbeatTimeout, "no message within the heartbeat timeout")
 	}
 	admissionTimeout := time.Duration(h.cfg.AdmissionTimeoutSeconds) * time.Second
@@ -362,6 +452,7 @@ func (h *hub) checkTimeouts(now time.Time) {
 		}
 	}
 	for _, w := range unanswered {
+		h.cfg.Metrics.TimedOut(metrics.MediaTimeoutJoin) // joined too late, as a socket that never asked
 		h.terminate(w.c, CodeJoinTimeout, "the join was not admitted in time; connect again")
 	}
 	h.tombstones.prune(now, time.Duration(h.cfg.TombstoneSeconds)*time.Second)
@@ -381,6 +472,7 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	}
 	// Everyone goes, so nobody is told about the others leaving.
 	delete(h.rooms, roomID)
+	h.members -= len(r.members)
 	for _, m := range sortedMembers(r) {
 		h.reportLeft(m, ReasonRoomClosed, now)
 		h.terminate(m.c, CodeRoomClosed, text)
@@ -446,6 +538,7 @@ func (h *hub) shutdown(now time.Time) {
 	h.endWaiting(func(auth.MediaClaims) bool { return true }, CodeNodeShutdown, "the media node is shutting down")
 	for id, r := range h.rooms {
 		delete(h.rooms, id)
+		h.members -= len(r.members)
 		for _, m := range sortedMembers(r) {
 			h.reportLeft(m, ReasonNodeShutdown, now)
 			h.terminate(m.c, CodeNodeShutdown, "the media node is shutting down")
@@ -462,6 +555,7 @@ func (h *hub) drop(m *member, reason, code, text string) {
 		panic("media: dropping a member that is not in its room") // a bug: callers pass current members only
 	}
 	delete(r.members, m.claims.ParticipantID)
+	h.members--
 	if len(r.members) == 0 {
 		delete(h.rooms, r.id)
 	}
@@ -479,6 +573,11 @@ func (h *hub) terminate(c *conn, code, text string) {
 	}
 	c.ended = true
 	c.member = nil
+	if c.peer != nil {
+		// Media stops with the socket, whatever ended it.
+		c.peer.close()
+		c.peer = nil
+	}
 	delete(h.pending, c)
 	if w := c.waiting; w != nil {
 		// A join still waiting for its answer: the control plane may have
@@ -494,7 +593,7 @@ func (h *hub) terminate(c *conn, code, text string) {
 	if code == "" {
 		c.closeCode = CloseNormal
 	} else {
-		c.finalMessage = encodeError(code, text)
+		c.finalMessage = encodeError(c.protocol, code, text)
 		c.closeCode, c.closeText = closeCodeOf(code), code
 	}
 	close(c.stop)
@@ -553,6 +652,7 @@ func (h *hub) reportJoined(m *member) {
 }
 
 func (h *hub) reportLeft(m *member, reason string, now time.Time) {
+	h.cfg.Metrics.Left(reason) // a session that joined this node (a waiting join never did)
 	h.reportLeftSession(m.claims, reason, now)
 }
 
@@ -575,8 +675,12 @@ func (h *hub) joinedMessage(r *room, m *member) []byte {
 			others = append(others, o.view())
 		}
 	}
+	var iceServers []ICEServer
+	if m.c.protocol >= protocolMedia && h.n.rtc != nil {
+		iceServers = h.n.rtc.iceServers(participantIdentity{RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, SessionID: m.claims.SessionID})
+	}
 	return encode(joinedMessage{
-		Type: typeJoined, Protocol: ProtocolVersion,
+		Type: typeJoined, Protocol: m.c.protocol, ICEServers: iceServers,
 		SessionID: m.claims.SessionID, RoomID: m.claims.RoomID, ParticipantID: m.claims.ParticipantID, Role: m.claims.Role,
 		HeartbeatIntervalMS: int64(h.cfg.HeartbeatIntervalSeconds) * 1000,
 		HeartbeatTimeoutMS:  int64(h.cfg.HeartbeatTimeoutSeconds) * 1000,
@@ -585,7 +689,7 @@ func (h *hub) joinedMessage(r *room, m *member) []byte {
 }
 
 func (m *member) view() participantView {
-	return participantView{ParticipantID: m.claims.ParticipantID, Role: m.claims.Role, State: m.state}
+	return participantView{ParticipantID: m.claims.ParticipantID, Role: m.claims.Role, State: m.state, Tracks: m.tracks, Speaking: m.speaking}
 }
 
 // sortedMembers returns r's members by participant ID, so messages and

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/metrics"
 )
 
 // Defaults of NodeConfig, used where a field is zero.
@@ -112,6 +113,10 @@ type NodeConfig struct {
 	// admits at once and reports (a node on its own with no control
 	// channel, tests of the node alone).
 	AwaitAdmission bool
+	// Metrics counts sessions, joins, leaves and timeouts, and with WebRTC
+	// tracks, subscriptions, RTP, layer switches, keyframe requests and
+	// TURN allocations; nil counts nothing.
+	Metrics *metrics.Media
 
 	HeartbeatIntervalSeconds int // default 5
 	HeartbeatTimeoutSeconds  int // default 15; at least twice the interval
@@ -121,6 +126,10 @@ type NodeConfig struct {
 	TombstoneSeconds         int // default 900
 	PresenceIntervalSeconds  int // default 5
 	AdmissionTimeoutSeconds  int // default 15
+
+	// WebRTC, if set, turns on protocol 2: publish, subscribe and RTP
+	// forwarding. Nil keeps the node to presence (protocol 1).
+	WebRTC *WebRTCConfig
 }
 
 // withDefaults returns c with zero fields defaulted.
@@ -193,6 +202,7 @@ func (c NodeConfig) validate() error {
 type Node struct {
 	cfg      NodeConfig
 	upgrader websocket.Upgrader
+	rtc      *rtc // nil without WebRTCConfig
 
 	inbox     chan func(*hub)
 	quit      chan struct{} // closed by Close once every connection is gone
@@ -220,8 +230,18 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		quit:    make(chan struct{}),
 		hubDone: make(chan struct{}),
 	}
+	if cfg.WebRTC != nil {
+		r, err := newRTC(*cfg.WebRTC, cfg.Logger, cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		n.rtc = r
+	}
 	h := newHub(n)
 	go h.run()
+	if n.rtc != nil {
+		n.rtc.start(n)
+	}
 	return n, nil
 }
 
@@ -400,6 +420,9 @@ func (n *Node) Close() {
 		n.conns.Wait()
 		close(n.quit)
 		<-n.hubDone
+		if n.rtc != nil {
+			n.rtc.close()
+		}
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 func TestJoinWithValidToken(t *testing.T) {
 	tn := newTestNode(t, nil)
 	_, joined := tn.join(t, "1", "a", "1")
-	if joined.Protocol != ProtocolVersion || joined.SessionID != "cs_1" || joined.RoomID != "room_1" ||
+	if joined.Protocol != protocolPresence || joined.SessionID != "cs_1" || joined.RoomID != "room_1" ||
 		joined.ParticipantID != "part_a" || joined.Role != "publisher" ||
 		joined.HeartbeatIntervalMS != 5000 || joined.HeartbeatTimeoutMS != 15000 ||
 		joined.Participants == nil || len(joined.Participants) != 0 {
@@ -690,7 +690,7 @@ func TestServe(t *testing.T) {
 
 func TestAsyncReporter(t *testing.T) {
 	rec := newRecorder()
-	r := NewAsyncReporter(rec)
+	r := NewAsyncReporter(rec, nil)
 	r.Joined(JoinReport{ParticipantID: "part_a"})
 	r.Left(LeaveReport{ParticipantID: "part_a", Reason: ReasonLeft})
 	r.Presence(PresenceReport{NodeID: "n"})
@@ -725,11 +725,19 @@ func FuzzParseClientMessage(f *testing.F) {
 		`{"type":"update","state":{"a":[1,{"b":null}]}}`, `{"type":"update","state":"x"}`, ` {"type":"ping"}`,
 		`{"type":"ping","ts":1e400}`, `{"type":"update","state":{"a":"\ud800"}}`, `{`, `[]`, `null`,
 	} {
-		f.Add([]byte(seed), true)
-		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true, false)
+		f.Add([]byte(seed), false, false)
 	}
-	f.Fuzz(func(t *testing.T, data []byte, joinSent bool) {
-		msg, code, _ := parseClientMessage(websocket.TextMessage, data, joinSent)
+	for _, seed := range []string{
+		`{"type":"publish.offer","sdp":"v=0","tracks":[{"track_id":"a","source":"camera"}]}`,
+		`{"type":"subscribe.answer","sdp":"v=0"}`, `{"type":"candidate","target":"publish","candidate":{"candidate":""}}`,
+		`{"type":"track.unsubscribe","track_id":"tr_1"}`, `{"type":"candidate","target":"x","candidate":{}}`,
+	} {
+		f.Add([]byte(seed), true, true)
+		f.Add([]byte(seed), true, false)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, joinSent, media bool) {
+		msg, code, _ := parseClientMessage(websocket.TextMessage, data, joinSent, media)
 		if code != "" {
 			if code != CodeBadMessage {
 				t.Fatalf("code %q", code)
@@ -746,6 +754,18 @@ func FuzzParseClientMessage(f *testing.F) {
 				t.Fatalf("accepted state %q", msg.State)
 			}
 		case typePing, typeLeave:
+		case typePublishOffer, typeSubscribeAnswer:
+			if !media || msg.SDP == "" {
+				t.Fatalf("accepted %q (media %v)", msg.Type, media)
+			}
+		case typeCandidate:
+			if !media || (msg.Target != targetPublish && msg.Target != targetSubscribe) {
+				t.Fatalf("accepted candidate %+v (media %v)", msg, media)
+			}
+		case typeTrackSubscribe, typeTrackUnsubscribe:
+			if !media || msg.TrackID == "" {
+				t.Fatalf("accepted %q (media %v)", msg.Type, media)
+			}
 		default:
 			t.Fatalf("accepted type %q", msg.Type)
 		}

@@ -2,11 +2,23 @@ package media
 
 import "encoding/json"
 
-// ProtocolVersion is the version of the client protocol this node speaks. It
-// travels in the "protocol" field of the first message the server sends
-// (joined or error), never in the URL, so the media engine's version is not
-// part of any public address (spec 9.2).
-const ProtocolVersion = 1
+// ProtocolVersion is the highest version of the client protocol this node
+// speaks. It travels in the "protocol" field of the first message the
+// server sends (joined or error), never in the URL, so the media engine's
+// version is not part of any public address (spec 9.2).
+//
+// Version 1 is presence only (join, heartbeats, state updates). Version 2
+// adds WebRTC signalling: publish, subscribe and trickle ICE. A client gets
+// version 2 only when its join asks for it and the node has WebRTC on
+// (NodeConfig.WebRTC); everyone else is answered in version 1, exactly as
+// before.
+const ProtocolVersion = 2
+
+// Protocol versions a socket can speak.
+const (
+	protocolPresence = 1
+	protocolMedia    = 2
+)
 
 // RTCPath is the one path the node serves WebSocket connections on.
 const RTCPath = "/rtc"
@@ -33,6 +45,13 @@ const (
 	typePing   = "ping"
 	typeUpdate = "update"
 	typeLeave  = "leave"
+
+	// Version 2 only.
+	typePublishOffer     = "publish.offer"
+	typeSubscribeAnswer  = "subscribe.answer"
+	typeCandidate        = "candidate" // both directions
+	typeTrackSubscribe   = "track.subscribe"
+	typeTrackUnsubscribe = "track.unsubscribe"
 )
 
 // Server → client message types.
@@ -43,6 +62,30 @@ const (
 	typeParticipantJoined  = "participant.joined"
 	typeParticipantUpdated = "participant.updated"
 	typeParticipantLeft    = "participant.left"
+
+	// Version 2 only.
+	typePublishAnswer     = "publish.answer"
+	typeSubscribeOffer    = "subscribe.offer"
+	typeTrackRefused      = "track.refused"
+	typeTrackUnsubscribed = "track.unsubscribed"
+	typeQualityChanged    = "connection.quality"
+)
+
+// Codes of track.refused, which refuses one track and ends nothing else.
+const (
+	CodePublishNotAllowed = "publish_not_allowed"
+)
+
+// Reasons of track.unsubscribed.
+const (
+	UnsubscribedUnpublished = "unpublished"  // the publisher stopped the track or left
+	UnsubscribedByClient    = "unsubscribed" // the client sent track.unsubscribe
+)
+
+// Targets of candidate: which of the socket's two peer connections.
+const (
+	targetPublish   = "publish"
+	targetSubscribe = "subscribe"
 )
 
 // Error codes of the "error" message. Every error is final: the server
@@ -164,6 +207,34 @@ type clientMessage struct {
 	MediaToken string          `json:"media_token,omitempty"` // join
 	TS         *int64          `json:"ts,omitempty"`          // ping
 	State      json.RawMessage `json:"state,omitempty"`       // update
+	Protocol   int             `json:"protocol,omitempty"`    // join
+
+	// Version 2.
+	SDP       string          `json:"sdp,omitempty"`       // publish.offer, subscribe.answer
+	Tracks    []trackDecl     `json:"tracks,omitempty"`    // publish.offer
+	Target    string          `json:"target,omitempty"`    // candidate
+	Candidate json.RawMessage `json:"candidate,omitempty"` // candidate
+	TrackID   string          `json:"track_id,omitempty"`  // track.subscribe, track.unsubscribe
+}
+
+// trackDecl is one track a publish.offer declares: the client's own track
+// ID (the msid track of its m-section) and what it carries.
+type trackDecl struct {
+	TrackID string `json:"track_id"`
+	Source  string `json:"source"`
+	// Layers are the RIDs of a simulcast track's encodings, lowest quality
+	// first (2 or 3); empty without simulcast.
+	Layers []string `json:"layers,omitempty"`
+}
+
+// TrackInfo is one published track as the others in the room see it.
+type TrackInfo struct {
+	TrackID string `json:"track_id"`
+	Source  string `json:"source"`
+	Kind    string `json:"kind"`
+	// Layers is how many simulcast encodings have arrived (1 without
+	// simulcast).
+	Layers int `json:"layers"`
 }
 
 // participantView is how one participant is shown to the others.
@@ -171,6 +242,9 @@ type participantView struct {
 	ParticipantID string          `json:"participant_id"`
 	Role          string          `json:"role"`
 	State         json.RawMessage `json:"state"`
+	// Version 2 fields, absent for a participant without media.
+	Tracks   []TrackInfo `json:"tracks,omitempty"`
+	Speaking bool        `json:"speaking,omitempty"`
 }
 
 type joinedMessage struct {
@@ -183,6 +257,7 @@ type joinedMessage struct {
 	HeartbeatIntervalMS int64             `json:"heartbeat_interval_ms"`
 	HeartbeatTimeoutMS  int64             `json:"heartbeat_timeout_ms"`
 	Participants        []participantView `json:"participants"`
+	ICEServers          []ICEServer       `json:"ice_servers,omitempty"` // version 2
 }
 
 // errorMessage carries the protocol version too: it can be the first (and
@@ -208,6 +283,35 @@ type participantUpdatedMessage struct {
 	Type          string          `json:"type"`
 	ParticipantID string          `json:"participant_id"`
 	State         json.RawMessage `json:"state"`
+	// Version 2: sent to version 2 sockets only.
+	Tracks   []TrackInfo `json:"tracks,omitempty"`
+	Speaking bool        `json:"speaking,omitempty"`
+}
+
+type sdpMessage struct {
+	Type string `json:"type"`
+	SDP  string `json:"sdp"`
+}
+
+type candidateMessage struct {
+	Type      string          `json:"type"`
+	Target    string          `json:"target"`
+	Candidate json.RawMessage `json:"candidate"`
+}
+
+type trackRefusedMessage struct {
+	Type    string `json:"type"`
+	TrackID string `json:"track_id"`
+	Source  string `json:"source"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type trackUnsubscribedMessage struct {
+	Type          string `json:"type"`
+	TrackID       string `json:"track_id"`
+	ParticipantID string `json:"participant_id"`
+	Reason        string `json:"reason"`
 }
 
 type participantLeftMessage struct {
@@ -229,8 +333,8 @@ func encode(v any) []byte {
 	return b
 }
 
-func encodeError(code, message string) []byte {
-	return encode(errorMessage{Type: typeError, Protocol: ProtocolVersion, Code: code, Message: message})
+func encodeError(protocol int, code, message string) []byte {
+	return encode(errorMessage{Type: typeError, Protocol: protocol, Code: code, Message: message})
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

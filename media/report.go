@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"rtcd/metrics"
 )
 
 // JoinReport says a participant's media session asks to join a room on a
@@ -93,6 +95,7 @@ const asyncReporterQueueReports = 4096
 // must never wait, and presence snapshots recover what was dropped.
 type AsyncReporter struct {
 	next      Reporter
+	metrics   *metrics.Media // nil counts nothing
 	queue     chan func()
 	dropped   atomic.Int64
 	closing   chan struct{}
@@ -100,12 +103,14 @@ type AsyncReporter struct {
 	done      chan struct{}
 }
 
-// NewAsyncReporter starts an AsyncReporter delivering to next. Presence
-// snapshots are passed on when next implements PresenceReporter. Call Close
-// to stop it.
-func NewAsyncReporter(next Reporter) *AsyncReporter {
+// NewAsyncReporter starts an AsyncReporter delivering to next, counting
+// the reports it hands on (sent) and drops (failed) into m (nil: none).
+// Presence snapshots are passed on when next implements PresenceReporter.
+// Call Close to stop it.
+func NewAsyncReporter(next Reporter, m *metrics.Media) *AsyncReporter {
 	r := &AsyncReporter{
 		next:    next,
+		metrics: m,
 		queue:   make(chan func(), asyncReporterQueueReports),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -115,15 +120,15 @@ func NewAsyncReporter(next Reporter) *AsyncReporter {
 }
 
 // Joined queues j for the receiver.
-func (r *AsyncReporter) Joined(j JoinReport) { r.enqueue(func() { r.next.Joined(j) }) }
+func (r *AsyncReporter) Joined(j JoinReport) { r.enqueue(ReportJoined, func() { r.next.Joined(j) }) }
 
 // Left queues l for the receiver.
-func (r *AsyncReporter) Left(l LeaveReport) { r.enqueue(func() { r.next.Left(l) }) }
+func (r *AsyncReporter) Left(l LeaveReport) { r.enqueue(ReportLeft, func() { r.next.Left(l) }) }
 
 // Presence queues p for the receiver if it takes presence snapshots.
 func (r *AsyncReporter) Presence(p PresenceReport) {
 	if pr, ok := r.next.(PresenceReporter); ok {
-		r.enqueue(func() { pr.Presence(p) })
+		r.enqueue(ReportPresence, func() { pr.Presence(p) })
 	}
 }
 
@@ -138,18 +143,24 @@ func (r *AsyncReporter) Close() {
 	<-r.done
 }
 
-func (r *AsyncReporter) enqueue(f func()) {
+// enqueue queues f, the hand-over of a report of type typ.
+func (r *AsyncReporter) enqueue(typ string, f func()) {
 	select {
 	case <-r.closing:
-		r.dropped.Add(1)
+		r.drop(typ)
 		return
 	default:
 	}
 	select {
-	case r.queue <- f:
+	case r.queue <- func() { f(); r.metrics.Report(typ, "sent") }:
 	default:
-		r.dropped.Add(1)
+		r.drop(typ)
 	}
+}
+
+func (r *AsyncReporter) drop(typ string) {
+	r.dropped.Add(1)
+	r.metrics.Report(typ, "failed")
 }
 
 func (r *AsyncReporter) loop() {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rtcd/clock"
+	"rtcd/metrics"
 )
 
 // Bounds of signed HTTP delivery (HTTPReporter and HTTPEngine).
@@ -54,12 +55,16 @@ type HTTPConfig struct {
 	Client *http.Client
 	// Logger receives delivery failures; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics counts the reports sent and failed (an HTTPReporter's);
+	// nil counts nothing.
+	Metrics *metrics.Media
 }
 
 // outgoing is one queued request: value is encoded to JSON by the sender
 // goroutine, so queuing costs the caller almost nothing.
 type outgoing struct {
 	path  string
+	kind  string // the report type, counted in the metrics; "" for a command
 	value any
 }
 
@@ -72,6 +77,7 @@ type signedSender struct {
 	clock   clock.Clock
 	client  *http.Client
 	logger  *slog.Logger
+	metrics *metrics.Media
 
 	queue     chan outgoing
 	dropped   atomic.Int64
@@ -120,6 +126,7 @@ func newSignedSender(cfg HTTPConfig) (*signedSender, error) {
 		clock:   cfg.Clock,
 		client:  cfg.Client,
 		logger:  cfg.Logger,
+		metrics: cfg.Metrics,
 		queue:   make(chan outgoing, senderQueueRequests),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -131,19 +138,28 @@ func newSignedSender(cfg HTTPConfig) (*signedSender, error) {
 }
 
 // enqueue queues a request without blocking; a full queue or a closed
-// sender drops it (counted in dropped).
-func (s *signedSender) enqueue(path string, value any) {
+// sender drops it (counted in dropped). kind is the report type it carries
+// ("" for a command).
+func (s *signedSender) enqueue(path, kind string, value any) {
 	select {
 	case <-s.closing:
-		s.dropped.Add(1)
+		s.drop(kind)
 		return
 	default:
 	}
 	select {
-	case s.queue <- outgoing{path: path, value: value}:
+	case s.queue <- outgoing{path: path, kind: kind, value: value}:
 	default:
-		s.dropped.Add(1)
+		s.drop(kind)
 		s.logger.Warn("media: send queue full; request dropped", "path", path)
+	}
+}
+
+// drop counts a request given up on.
+func (s *signedSender) drop(kind string) {
+	s.dropped.Add(1)
+	if kind != "" {
+		s.metrics.Report(kind, "failed")
 	}
 }
 
@@ -191,11 +207,14 @@ func (s *signedSender) deliver(o outgoing) {
 	for attempt := 1; ; attempt++ {
 		err := s.post(s.ctx, o.path, body)
 		if err == nil {
+			if o.kind != "" {
+				s.metrics.Report(o.kind, "sent")
+			}
 			return
 		}
 		var permanent permanentError
 		if errors.As(err, &permanent) || attempt == senderMaxAttempts || s.ctx.Err() != nil {
-			s.dropped.Add(1)
+			s.drop(o.kind)
 			s.logger.Warn("media: request dropped", "path", o.path, "attempts", attempt, "error", err)
 			return
 		}

@@ -3,10 +3,23 @@
 // globals), and served on the metrics listener only, never on the API
 // listener. Names follow Prometheus conventions: rtcd_ prefix, base units,
 // _total for counters, histograms for latency.
+//
+// Every label takes its values from a named, finite set defined here or by
+// the code that counts (a route pattern, an outcome, a credit state, a limit
+// name), never from an identifier or from what a client sent, and each
+// set's values are created at start so their series exist (at zero) before
+// the first event: a rate over them is right from the first increment.
+// The events are counted where they happen, by their owner (an actor, the
+// webhook worker, the media node's hub), through the groups of collectors
+// below (Webhooks, Billing, Media, RateLimits, Storage); docs/metrics.md
+// says what each family means and what to alert on.
 package metrics
 
 import (
+	"net/http"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,16 +38,32 @@ type Metrics struct {
 	JournalApply   prometheus.Histogram
 	JournalSync    prometheus.Histogram
 
+	Webhooks   *Webhooks
+	Billing    *Billing
+	Media      *Media
+	RateLimits *RateLimits
+	Storage    *Storage
+
 	// httpChildren are the HTTP collectors' children by route, method and
 	// status, resolved once (ObserveHTTP runs on every request).
 	httpChildren sync.Map // httpKey -> *httpChildren
 }
 
-// latencyBucketsSeconds spans 50µs to 2.5s: the connect path lives in the
-// sub-millisecond buckets, fsync in the millisecond ones.
+// latencyBucketsSeconds spans 50µs to 30s: the connect path lives in the
+// sub-millisecond buckets, fsync in the millisecond ones, and the top
+// buckets reach the slowest things rtcd waits for, so a request stuck on
+// them is measured rather than lumped into +Inf: an actor's answer
+// (askTimeout, 10 s), a webhook attempt (--webhook-timeout-seconds, 10 s by
+// default) and a client's connect deadline (15 s).
 var latencyBucketsSeconds = []float64{
 	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+	5, 10, 15, 30,
 }
+
+// serverErrorStatuses are the 5xx statuses rtcd answers (apierr: internal
+// 500, service_unavailable 503). InitRoutes creates their series for every
+// route at start.
+var serverErrorStatuses = []string{"500", "503"}
 
 // New creates the collectors on a fresh registry, with Go runtime and
 // process collectors.
@@ -68,7 +97,68 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.HTTPRequests, m.HTTPDuration, m.ConnectResults, m.JournalApply, m.JournalSync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Webhooks = newWebhooks(r)
+	m.Billing = newBilling(r)
+	m.Media = newMedia(r)
+	m.RateLimits = newRateLimits(r)
+	m.Storage = newStorage(r)
 	return m
+}
+
+// RegisterBuildInfo registers rtcd_build_info: a constant 1 whose labels
+// name the running build (version as set at release, Go version), so a
+// dashboard can show which build each instance runs and an alert can join
+// on it.
+func (m *Metrics) RegisterBuildInfo(version string) { registerBuildInfo(m.Registry, version) }
+
+func registerBuildInfo(r *prometheus.Registry, version string) {
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "rtcd_build_info",
+		Help:        "A constant 1 labelled with the running build's version and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
+}
+
+// Node holds the collectors of a media node run on its own (rtcd media):
+// the media families, rtcd_build_info and the Go runtime and process
+// collectors, and nothing of the control plane's (no HTTP, billing or
+// storage families, which such a process never moves).
+type Node struct {
+	Registry *prometheus.Registry
+	Media    *Media
+}
+
+// NewNode creates a media node's collectors on a fresh registry, with the
+// build info of version.
+func NewNode(version string) *Node {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(r, version)
+	return &Node{Registry: r, Media: newMedia(r)}
+}
+
+// Handler serves the node's registry in the Prometheus text format.
+func (n *Node) Handler() http.Handler {
+	return promhttp.HandlerFor(n.Registry, promhttp.HandlerOpts{})
+}
+
+// InitRoutes creates, at zero, the rtcd_http_requests_total series of every
+// 5xx status rtcd answers for each API route (method to route patterns, as
+// the router lists them; the patterns under /v1/, whose route label is the
+// pattern itself), so that an alert on the rate of server errors sees the
+// first one (a rate needs a sample before the increment).
+func (m *Metrics) InitRoutes(routes map[string][]string) {
+	for method, paths := range routes {
+		mlabel := methodLabel([]byte(method))
+		for _, path := range paths {
+			if !strings.HasPrefix(path, "/v1/") {
+				continue
+			}
+			for _, status := range serverErrorStatuses {
+				m.HTTPRequests.WithLabelValues(path, mlabel, status)
+			}
+		}
+	}
 }
 
 // ObserveHTTP counts one answered request and its latency. The method label

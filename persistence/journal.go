@@ -3,6 +3,7 @@ package persistence
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // snapshotHeaderBytes is the size of the sequence number that precedes the
@@ -97,6 +98,16 @@ func (j *Journal) WriteSnapshot(b *Batch, state []byte) {
 	WriteSnapshotAt(b, j.actorID, j.seq, state)
 	b.DeleteRange(JournalKey(j.actorID, 0), JournalKey(j.actorID, j.seq+1))
 	j.eventsSinceSnapshot = 0
+}
+
+// WriteSnapshotOf is WriteSnapshot of the state encode returns; the time
+// encoding and writing take is observed as the store's SnapshotSeconds.
+func (j *Journal) WriteSnapshotOf(b *Batch, encode func() []byte) {
+	start := time.Now()
+	j.WriteSnapshot(b, encode())
+	if o := j.store.metrics.SnapshotSeconds; o != nil {
+		o.Observe(time.Since(start).Seconds())
+	}
 }
 
 // WriteSnapshotAt writes a snapshot of actorID at seq into b. Used to create

@@ -33,6 +33,7 @@ const (
 	PrefixDelivery     = "wd/" // wd/<endpointID>/<deliveryID>                 -> webhook delivery record (with the event bytes)
 	PrefixDelIdx       = "wi/" // wi/<endpointID>/<inv:8><deliveryID>          -> deliveryID (list, newest first)
 	PrefixDelDue       = "wq/" // wq/<endpointID>/<dueNanos:8><deliveryID>     -> deliveryID (attempts due, oldest first)
+	PrefixUndelivered  = "wu/" // wu/<endpointID>/<createdNanos:8><deliveryID> -> status, pending or retrying (not delivered yet, oldest first)
 	PrefixOutbox       = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
 	PrefixAccountAudit = "wa/" // wa/<accountID>/<inv:8><auditID>         -> workspace audit log entry (team, invitations, projects)
 )

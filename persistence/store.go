@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,8 +27,9 @@ var ErrNotFound = errors.New("persistence: not found")
 
 // Metrics are the store's latency observers. Nil fields are not observed.
 type Metrics struct {
-	ApplySeconds prometheus.Observer // time to apply a batch to the memtable and WAL buffer
-	SyncSeconds  prometheus.Observer // time from apply until the batch's WAL fsync completed
+	ApplySeconds    prometheus.Observer // time to apply a batch to the memtable and WAL buffer
+	SyncSeconds     prometheus.Observer // time from apply until the batch's WAL fsync completed
+	SnapshotSeconds prometheus.Observer // time to encode a journal's snapshot and add it to its batch
 }
 
 // Store is the Pebble database plus the group-commit syncer.
@@ -35,6 +37,9 @@ type Store struct {
 	db      *pebble.DB
 	metrics Metrics
 	fatal   func(error)
+	// writeStalls counts the write stalls Pebble began (its event
+	// listener), for the metrics.
+	writeStalls atomic.Int64
 
 	syncQueue chan pendingSync
 	syncDone  chan struct{}
@@ -71,23 +76,31 @@ func Open(dir string, m Metrics, fatal func(error)) (*Store, error) {
 
 // OpenWith is Open with options; see Options.
 func OpenWith(dir string, o Options, m Metrics, fatal func(error)) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, FS: o.FS, ReadOnly: o.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("persistence: open %s: %w", dir, err)
-	}
 	capacity := o.SyncQueueCapacity
 	if capacity <= 0 {
 		capacity = syncQueueCapacity
 	}
 	s := &Store{
-		db:        db,
 		metrics:   m,
 		fatal:     fatal,
 		syncQueue: make(chan pendingSync, capacity),
 		syncDone:  make(chan struct{}),
 	}
+	listener := &pebble.EventListener{WriteStallBegin: func(pebble.WriteStallBeginInfo) { s.writeStalls.Add(1) }}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, FS: o.FS, ReadOnly: o.ReadOnly, EventListener: listener})
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", dir, err)
+	}
+	s.db = db
 	go s.syncLoop()
 	return s, nil
+}
+
+// PebbleMetrics is Pebble's own reading of the database (compactions,
+// levels, WAL, disk usage) and the write stalls since it opened. It must
+// not be called after Close.
+func (s *Store) PebbleMetrics() (*pebble.Metrics, int64) {
+	return s.db.Metrics(), s.writeStalls.Load()
 }
 
 // NewBatch returns an empty batch for one state change.
@@ -151,6 +164,23 @@ func (s *Store) syncLoop() {
 			p.done()
 		}
 	}
+}
+
+// FlushIfWALOver flushes the memtable to an sstable, which starts a new
+// memtable and a new WAL file, when the live WAL files hold more than
+// walBytes, and waits for the flush; it reports whether it flushed. For
+// the crash simulation (package sim): it holds the WAL's fsyncs between
+// its durable points, and Pebble rotates the WAL when the memtable fills,
+// which waits for the old WAL's fsyncs. Flushing at a durable point, when
+// they pass, keeps the memtable from filling while they are held.
+func (s *Store) FlushIfWALOver(walBytes uint64) (bool, error) {
+	if s.db.Metrics().WAL.Size <= walBytes {
+		return false, nil
+	}
+	if err := s.db.Flush(); err != nil {
+		return false, fmt.Errorf("persistence: flush: %w", err)
+	}
+	return true, nil
 }
 
 // Get returns a copy of the value at key, or ErrNotFound.

@@ -504,3 +504,29 @@ func TestCommitSyncFailureIsFatal(t *testing.T) {
 		t.Fatal("a batch whose fsync failed was acknowledged at Close")
 	}
 }
+
+// FlushIfWALOver flushes only past its bound, and a flush empties the live
+// WAL (the memtable is written to an sstable), keeping every write.
+func TestFlushIfWALOver(t *testing.T) {
+	s := openStoreWith(t, "db", Options{FS: vfs.NewMem()}, func(err error) { t.Errorf("fatal: %v", err) })
+	defer s.Close()
+	for i := 0; i < 100; i++ {
+		b := s.NewBatch()
+		b.Set(seqKey(i), bytes.Repeat([]byte("v"), 100))
+		if err := s.CommitAndWait(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if flushed, err := s.FlushIfWALOver(1 << 20); err != nil || flushed {
+		t.Fatalf("flushed=%v err=%v under the bound", flushed, err)
+	}
+	if flushed, err := s.FlushIfWALOver(1 << 10); err != nil || !flushed {
+		t.Fatalf("flushed=%v err=%v over the bound", flushed, err)
+	}
+	if flushed, err := s.FlushIfWALOver(1 << 10); err != nil || flushed {
+		t.Fatalf("flushed=%v err=%v right after a flush: the WAL should be empty", flushed, err)
+	}
+	if _, err := s.Get(seqKey(99)); err != nil {
+		t.Fatalf("a write is gone after the flush: %v", err)
+	}
+}

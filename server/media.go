@@ -12,6 +12,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/media"
+	"rtcd/metrics"
 )
 
 // reportSigningLabel derives the key that signs media node <-> control
@@ -63,13 +64,22 @@ type embeddedMedia struct {
 
 // startEmbeddedMedia runs the node on ln (listened on before the engine
 // was created, so the media URL could name its real address).
-func startEmbeddedMedia(ln net.Listener, engine *actors.Engine, keys auth.Keys, clk clock.Clock) (*embeddedMedia, error) {
-	reporter := media.NewAsyncReporter(engineReporter{engine})
-	// The node serves a join once the room recorded it (the join is the
-	// point of record; the connect only reserved).
-	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, AwaitAdmission: true})
+// Its WebRTC sockets follow net (see media.OpenWebRTC); a listener asked
+// for on port 0 gets ephemeral media ports.
+func startEmbeddedMedia(ln net.Listener, ephemeral bool, netOpts media.NetworkOptions, engine *actors.Engine, keys auth.Keys, clk clock.Clock, counts *metrics.Media) (*embeddedMedia, error) {
+	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), ephemeral)
 	if err != nil {
 		_ = ln.Close()
+		return nil, err
+	}
+	reporter := media.NewAsyncReporter(engineReporter{engine}, counts)
+	// The node serves a join once the room recorded it (the join is the
+	// point of record; the connect only reserved).
+	node, err := media.NewNode(media.NodeConfig{NodeID: "embedded", Verifier: keys.MediaVerifier(), Clock: clk, Reporter: reporter, WebRTC: webrtc, Metrics: counts,
+		AwaitAdmission: true})
+	if err != nil {
+		_ = ln.Close()
+		media.CloseWebRTC(webrtc)
 		reporter.Close()
 		return nil, err
 	}

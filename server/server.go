@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,6 +109,7 @@ var startSteps = []struct {
 	name string
 	run  func(*startup) error
 }{
+	{"tls", (*startup).loadTLS},
 	{"data dir lock", (*startup).claimDataDir},
 	{"listeners", (*startup).listen},
 	{"store", (*startup).openStore},
@@ -137,7 +139,8 @@ type startup struct {
 	keys       auth.Keys
 	mediaLn    net.Listener // nil when --media-listen is empty
 	mediaURL   string
-	origin     string // the dashboard's origin
+	tls        *listenerTLS // nil: the API and media listeners serve plain HTTP
+	origin     string       // the dashboard's origin
 	pay        api.Payments
 	google     *googleauth.Provider
 	adminToken string
@@ -171,6 +174,13 @@ func (st *startup) release() {
 	st.cleanUps = nil
 }
 
+// loadTLS reads --tls-cert and --tls-key, when set.
+func (st *startup) loadTLS() error {
+	t, err := loadListenerTLS(st.cfg)
+	st.tls = t
+	return err
+}
+
 // claimDataDir creates the data directory if needed and takes its lock,
 // so a second rtcd on it is told which process holds it.
 func (st *startup) claimDataDir() error {
@@ -197,7 +207,7 @@ func (st *startup) listen() error {
 	st.s.apiLn, st.s.metricsLn, st.mediaLn = lns.api, lns.private, lns.media
 	st.mediaURL = st.cfg.MediaURL
 	if st.mediaLn != nil && st.mediaURL == "" {
-		st.mediaURL = "ws://" + st.mediaLn.Addr().String() + media.RTCPath
+		st.mediaURL = st.tls.scheme("ws", "wss") + "://" + st.mediaLn.Addr().String() + media.RTCPath
 	}
 	st.origin = st.cfg.DashboardOrigin(lns.api.Addr().String())
 	return nil
@@ -206,14 +216,19 @@ func (st *startup) listen() error {
 // openStore opens Pebble in the claimed data directory.
 func (st *startup) openStore() error {
 	st.m = metrics.New()
+	st.m.RegisterBuildInfo(Version)
 	store, err := persistence.Open(filepath.Join(st.cfg.DataDir, "pebble"), persistence.Metrics{
-		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync,
+		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync, SnapshotSeconds: st.m.Storage.SnapshotWrite,
 	}, st.fatal)
 	if err != nil {
 		return err
 	}
 	st.onFailure(func() { _ = store.Close() })
 	st.s.store = store
+	st.m.RegisterPebble(func() metrics.PebbleReading {
+		pm, stalls := store.PebbleMetrics()
+		return metrics.PebbleReading{Metrics: pm, WriteStalls: stalls}
+	})
 	return nil
 }
 
@@ -263,7 +278,7 @@ func (st *startup) startEngine() error {
 		// only its silence can mean it died.
 		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
 		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
-	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys)
+	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys, st.m)
 	if err != nil {
 		return err
 	}
@@ -276,9 +291,11 @@ func (st *startup) startEngine() error {
 	})
 	// Engine.Stop waits for the loops a successful Start begins, so a
 	// failed recovery has nothing here to stop.
+	recoveryStart := time.Now() // a duration on the monotonic clock, not a point in time
 	if err := engine.Start(); err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
+	m.Storage.Recovered(time.Since(recoveryStart).Seconds())
 	st.onFailure(engine.Stop)
 	st.s.engine = engine
 	return nil
@@ -303,7 +320,7 @@ func (st *startup) startWebhookSender() error {
 
 // setUpPayments builds the configured payment provider.
 func (st *startup) setUpPayments() error {
-	pay, err := newPayments(st.cfg, st.keys, st.clk, "http://"+st.s.apiLn.Addr().String(), st.origin)
+	pay, err := newPayments(st.cfg, st.keys, st.clk, st.cfg.ListenerScheme()+"://"+st.s.apiLn.Addr().String(), st.origin, st.tls.callbackClient())
 	if err != nil {
 		return err
 	}
@@ -336,6 +353,8 @@ func (st *startup) setUpGoogle() error {
 func (st *startup) buildAPIServer() error {
 	apiSrv := api.New(st.s.engine, st.m, Version, st.cfg.TrustForwardedFor, st.pay)
 	apiSrv.SetGoogle(st.google)
+	apiSrv.AllowDashboardOrigin(st.origin, st.cfg.APIOrigin(st.s.apiLn.Addr().String()))
+	apiSrv.SetMediaEndpoint(st.mediaURL)
 	st.s.api = apiSrv.NewFastHTTPServer()
 	return nil
 }
@@ -389,7 +408,8 @@ func (st *startup) startEmbeddedMedia() error {
 	if st.mediaLn == nil {
 		return nil
 	}
-	node, err := startEmbeddedMedia(st.mediaLn, st.s.engine, st.keys, st.clk)
+	_, listenPort, _ := net.SplitHostPort(st.cfg.MediaListen)
+	node, err := startEmbeddedMedia(st.tls.wrap(st.mediaLn), listenPort == "0", st.cfg.MediaNetwork(), st.s.engine, st.keys, st.clk, st.m.Media)
 	if err != nil {
 		return fmt.Errorf("media node: %w", err)
 	}
@@ -401,10 +421,10 @@ func (st *startup) startEmbeddedMedia() error {
 // serve starts serving the API and the private listener.
 func (st *startup) serve() {
 	s := st.s
-	go func() { s.serveErrors <- s.api.Serve(s.apiLn) }()
+	go func() { s.serveErrors <- s.api.Serve(st.tls.wrap(s.apiLn)) }()
 	go func() { s.serveErrors <- s.metricsSrv.Serve(s.metricsLn) }()
 	slog.Info("rtcd serving", "api", s.apiLn.Addr().String(), "metrics", s.metricsLn.Addr().String(),
-		"media", s.mediaDescription(), "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
+		"media", s.mediaDescription(), "tls", st.tls != nil, "region", st.cfg.Region, "data_dir", st.cfg.DataDir, "version", Version)
 }
 
 // APIAddr is the API listener's address.
@@ -450,7 +470,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // listener's own address: the sandbox posts its signed callbacks there, and
 // it is the public origin when --public-url is empty. dashboardOrigin is
 // where payers come back to: the dashboard's page of their top-up.
-func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin, dashboardOrigin string) (api.Payments, error) {
+// callbackClient sends the sandbox's callbacks (nil: its default client).
+func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin, dashboardOrigin string, callbackClient *http.Client) (api.Payments, error) {
 	public := cfg.PublicURL
 	if public == "" {
 		public = apiOrigin
@@ -472,7 +493,8 @@ func newPayments(cfg *config.Config, keys auth.Keys, clk clock.Clock, apiOrigin,
 		sb, err := payments.NewSandbox(payments.SandboxConfig{
 			PublicBaseURL: public, Secret: keys.PaymentsSandbox(),
 			CallbackURL: apiOrigin + "/v1/billing/providers/" + payments.ProviderSandbox + "/webhook", Clock: clk,
-			ReturnURL: dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
+			ReturnURL:  dashboardOrigin + api.TopupReturnPath + payments.PaymentIDPlaceholder,
+			HTTPClient: callbackClient,
 		})
 		if err != nil {
 			return pay, fmt.Errorf("sandbox payments: %w", err)

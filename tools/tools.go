@@ -4,7 +4,9 @@
 // service never links: stripe-mock, a fake Stripe API; mailpit, an SMTP
 // server whose HTTP API shows what it received; and oapi-codegen, which
 // generates a Go client from docs/openapi.yaml, with the runtime library
-// that client imports (e2e/openapi_clients_test.go). Keeping them in a module of
+// that client imports (e2e/openapi_clients_test.go). The module also holds
+// promqlcheck, which parses the PromQL of deploy/ with Prometheus's own
+// parser (e2e/deploy_metrics_test.go). Keeping them in a module of
 // their own keeps rtcd's go.mod lean; the build tag keeps this file out of
 // every normal build.
 package tools

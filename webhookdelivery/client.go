@@ -95,6 +95,46 @@ type Attempt struct {
 	// Success is true for a status of 200 through 299 and nothing else. A
 	// redirect (3xx) is a failure; it is not followed.
 	Success bool `json:"success"`
+	// Outcome classifies the attempt for the metrics (one of the Outcome
+	// constants); see Result.
+	Outcome string `json:"-"`
+}
+
+// Attempt outcomes: the label of rtcd_webhook_attempts_total (package
+// metrics pre-creates exactly these).
+const (
+	OutcomeSucceeded    = "succeeded"     // a 2xx status
+	OutcomeHTTPError    = "http_error"    // another status (3xx, 4xx, 5xx)
+	OutcomeTimeout      = "timeout"       // no response within the timeout
+	OutcomeNetworkError = "network_error" // resolving, connecting, TLS or reading failed
+	OutcomeRefused      = "refused"       // the destination policy refused the URL or its addresses
+)
+
+// Result is a's outcome: Outcome when set, else derived from Success and
+// StatusCode (an Attempt made by another sender, a test's), so it is always
+// one of the Outcome constants.
+func (a Attempt) Result() string {
+	switch {
+	case a.Success:
+		return OutcomeSucceeded
+	case a.StatusCode != 0:
+		return OutcomeHTTPError
+	case a.Outcome != "":
+		return a.Outcome
+	}
+	return OutcomeNetworkError
+}
+
+// failureOutcome classifies an error of an attempt that got no response.
+func failureOutcome(err error) string {
+	var urlErr *url.Error
+	switch {
+	case errors.Is(err, ErrForbiddenDestination) || errors.Is(err, ErrInvalidURL):
+		return OutcomeRefused
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &urlErr) && urlErr.Timeout()):
+		return OutcomeTimeout
+	}
+	return OutcomeNetworkError
 }
 
 // Client delivers signed webhook requests under the destination policy. It
@@ -211,14 +251,14 @@ func (c *Client) Err() error {
 // them. The attempt is bounded by the client's timeout and by ctx.
 func (c *Client) Deliver(ctx context.Context, rawURL string, headers map[string]string, body []byte) Attempt {
 	if c.initErr != nil {
-		return Attempt{Err: c.initErr.Error()}
+		return Attempt{Err: c.initErr.Error(), Outcome: OutcomeNetworkError}
 	}
 	if _, err := CheckURL(rawURL, c.allowPrivate); err != nil {
-		return Attempt{Err: err.Error()}
+		return Attempt{Err: err.Error(), Outcome: OutcomeRefused}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
-		return Attempt{Err: err.Error()}
+		return Attempt{Err: err.Error(), Outcome: OutcomeRefused}
 	}
 	for name, value := range headers {
 		// Assigned directly rather than with Header.Set, which would
@@ -232,7 +272,7 @@ func (c *Client) Deliver(ctx context.Context, rawURL string, headers map[string]
 	resp, err := c.http.Do(req)
 	latency := time.Since(start).Milliseconds()
 	if err != nil {
-		return Attempt{LatencyMillis: latency, Err: describeError(err)}
+		return Attempt{LatencyMillis: latency, Err: describeError(err), Outcome: failureOutcome(err)}
 	}
 	defer resp.Body.Close()
 
@@ -246,8 +286,10 @@ func (c *Client) Deliver(ctx context.Context, rawURL string, headers map[string]
 		LatencyMillis: latency,
 		ResponseBody:  validUTF8Prefix(captured, c.captureBytes),
 		Success:       resp.StatusCode >= 200 && resp.StatusCode <= 299,
+		Outcome:       OutcomeSucceeded,
 	}
 	if !attempt.Success {
+		attempt.Outcome = OutcomeHTTPError
 		attempt.Err = "unexpected status " + strconv.Itoa(resp.StatusCode)
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 			attempt.Err += " (redirects are not followed)"

@@ -199,6 +199,9 @@ func TestDeliverRefusesNameResolvingToPrivateAddress(t *testing.T) {
 			if attempt.Success || attempt.StatusCode != 0 || !strings.Contains(attempt.Err, ErrForbiddenDestination.Error()) {
 				t.Fatalf("attempt = %+v, want a refusal naming %q", attempt, ErrForbiddenDestination)
 			}
+			if attempt.Result() != OutcomeRefused {
+				t.Fatalf("outcome %q, want %q", attempt.Result(), OutcomeRefused)
+			}
 			if dialled := dialer.dialled(); len(dialled) != 0 {
 				t.Fatalf("dialled %v, want no dial at all", dialled)
 			}
@@ -316,6 +319,9 @@ func TestDeliverStatusDecidesSuccess(t *testing.T) {
 			if attempt.StatusCode != tc.status || attempt.Success != tc.success || (attempt.Err == "") != tc.success {
 				t.Fatalf("attempt = %+v, want status %d success %v", attempt, tc.status, tc.success)
 			}
+			if want := map[bool]string{true: OutcomeSucceeded, false: OutcomeHTTPError}[tc.success]; attempt.Result() != want {
+				t.Fatalf("outcome %q, want %q", attempt.Result(), want)
+			}
 		})
 	}
 }
@@ -335,8 +341,8 @@ func TestDeliverTimeout(t *testing.T) {
 	const timeoutSeconds = 1
 	c := NewClient(ClientConfig{AllowPrivate: true, ExtraCAFile: caFile, TimeoutSeconds: timeoutSeconds, Logger: discardLogger})
 	attempt := c.Deliver(context.Background(), srv.URL+"/hook", signedHeaders("evt_07"), testEnvelope)
-	if attempt.Success || attempt.StatusCode != 0 || !strings.Contains(attempt.Err, "timeout") {
-		t.Fatalf("attempt = %+v, want a timeout failure", attempt)
+	if attempt.Success || attempt.StatusCode != 0 || !strings.Contains(attempt.Err, "timeout") || attempt.Result() != OutcomeTimeout {
+		t.Fatalf("attempt = %+v (outcome %q), want a timeout failure", attempt, attempt.Result())
 	}
 	if attempt.LatencyMillis < timeoutSeconds*1000 {
 		t.Fatalf("LatencyMillis = %d, want at least the timeout", attempt.LatencyMillis)

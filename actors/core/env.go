@@ -13,6 +13,7 @@ import (
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/ids"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -41,29 +42,37 @@ type Env struct {
 	Media *MediaLink
 	// Gauges are the process-wide counts the metrics read.
 	Gauges *Gauges
+	// Metrics are the collectors the owners move where events happen
+	// (webhook attempts, credit moves, rate-limit refusals...).
+	Metrics *metrics.Metrics
 
 	instants *Instants
 }
 
 // NewEnv returns the environment of one engine. Registry is set by the
-// engine that implements it.
-func NewEnv(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys) (*Env, error) {
+// engine that implements it. m nil: collectors on a registry of their own
+// that nobody serves.
+func NewEnv(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Env, error) {
 	secrets, err := NewSecrets(keys)
 	if err != nil {
 		return nil, err
+	}
+	if m == nil {
+		m = metrics.New()
 	}
 	instants := &Instants{clock: clk}
 	return &Env{
 		Store: store, Clock: clk, Keys: keys, Secrets: secrets, Settings: s, Limiter: limiter,
 		Outbox: Outbox{instants: instants}, Audit: Audit{instants: instants},
-		APIKeys: NewKeyRegistry(), Media: &MediaLink{}, Gauges: &Gauges{}, instants: instants,
+		APIKeys: NewKeyRegistry(), Media: &MediaLink{}, Gauges: &Gauges{}, Metrics: m, instants: instants,
 	}, nil
 }
 
 // CreatedAt is the creation time of something new (see Instants).
 func (env *Env) CreatedAt() time.Time { return env.instants.Next() }
 
-// AllowRate consults the rate counter store and turns a denial into a 429.
+// AllowRate consults the rate counter store and turns a denial into a 429,
+// counted under the limit's name what (a constant of the caller's).
 func (env *Env) AllowRate(key, what string, limitPerMinute int) *apierr.Error {
 	return env.AllowRateAt(key, what, limitPerMinute, env.Clock.Now())
 }
@@ -74,6 +83,7 @@ func (env *Env) AllowRateAt(key, what string, limitPerMinute int, now time.Time)
 	if d.Allowed {
 		return nil
 	}
+	env.Metrics.RateLimits.Rejected(what)
 	return apierr.RateLimitedError(what, d.Limit, d.RetryAfterSeconds)
 }
 
@@ -233,6 +243,11 @@ type Registry interface {
 	// mailbox is full: an actor that must never block sends from a
 	// goroutine of its own.
 	Send(to Address, msg any)
+	// Post is Send for a sender that must never block: an actor telling
+	// another (or itself) while it runs, and a commit callback on the
+	// store's syncer. The message arrives later, in no order with other
+	// posts; it is dropped if the address has no actor by then.
+	Post(to Address, msg any)
 	// Request sends msg in an envelope and calls answer, on another
 	// goroutine, with the one reply (a stopped actor's is Gone).
 	Request(to Address, msg any, answer func(Reply))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"rtcd/internal/simbug"
 	"rtcd/persistence"
 )
 
@@ -98,11 +99,26 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 		if err := l.state.Apply(&events[i]); err != nil {
 			panic(fmt.Sprintf("core: assertion failed: %s recorded an event that does not apply: %v", l.journal.Name(), err))
 		}
+		if simbug.Planted(simbug.DoubleApply) {
+			_ = l.state.Apply(&events[i]) // the crash simulation's planted bug
+		}
 		l.journal.Append(b, Encode(&events[i]))
 	}
 	if l.journal.SnapshotDue() {
-		l.journal.WriteSnapshot(b, Encode(l.state))
+		l.journal.WriteSnapshotOf(b, func() []byte { return Encode(l.state) })
 	}
+}
+
+// ReplayLog is the state RecoverLog rebuilds for the journal name, encoded
+// as a snapshot is. It starts no actor and writes nothing: it is how a
+// test (the crash simulation, package sim) reads what recovery would find,
+// to compare it with a live owner's state.
+func ReplayLog[E any, S State[E]](store *persistence.Store, name string, blank, noSnapshot func() S) ([]byte, error) {
+	l, err := RecoverLog(store, name, 1, blank, noSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	return Encode(l.state), nil
 }
 
 // ApplyAll applies events to a state being built in memory (an owner's

@@ -98,7 +98,8 @@ type (
 		Hash string
 	}
 	// ReadState answers the directory's state as its snapshot encodes it
-	// (Reply.Value, []byte): for tests and debugging, never for a request.
+	// (Reply.Value, []byte): for tests, the crash simulation and
+	// debugging, never for a request.
 	ReadState struct{}
 
 	// archiveDone is the directory's own note that a project's archive
@@ -400,10 +401,12 @@ func (a *directoryActor) createInvitation(c CreateInvitation, req *core.Envelope
 		}
 	}
 	if len(accountHour) >= InvitationsPerHourPerAccount {
+		a.env.Metrics.RateLimits.Rejected("invitations_per_hour_per_account")
 		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_account", InvitationsPerHourPerAccount, accountHour, now)})
 		return
 	}
 	if len(userHour) >= InvitationsPerHourPerUser {
+		a.env.Metrics.RateLimits.Rejected("invitations_per_hour_per_user")
 		req.Respond(core.Reply{Err: invitationRate("invitations_per_hour_per_user", InvitationsPerHourPerUser, userHour, now)})
 		return
 	}

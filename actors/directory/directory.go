@@ -733,5 +733,12 @@ func recentWithin(ts []time.Time, now time.Time, window time.Duration) []time.Ti
 	return out
 }
 
+// Replay is the state recovery rebuilds for the directory from store,
+// encoded as ReadState answers; it starts no actor and writes nothing
+// (core.ReplayLog).
+func Replay(store *persistence.Store) ([]byte, error) {
+	return core.ReplayLog(store, Journal(), func() *State { return &State{} }, newState)
+}
+
 // Journal names the directory's journal, snapshot and actor.
 func Journal() string { return "directory" }

@@ -24,10 +24,13 @@ func (a *directoryActor) startSignIn(c StartSignIn, req *core.Envelope) {
 		return
 	}
 	sends := recentWithin(a.signInSends[c.Email], now, time.Hour)
-	send := c.Deliverable && len(sends) < SignInMailsPerAddressPerHour &&
-		(len(sends) > 0 || len(a.signInSends) < maxTrackedSignInAddresses)
+	underLimit := len(sends) < SignInMailsPerAddressPerHour
+	send := c.Deliverable && underLimit && (len(sends) > 0 || len(a.signInSends) < maxTrackedSignInAddresses)
 	if send {
 		a.signInSends[c.Email] = append(sends, now)
+	}
+	if c.Deliverable && !underLimit {
+		a.env.Metrics.RateLimits.Rejected("sign_in_mails_per_address_per_hour") // the answer is the same 202; only this counts it
 	}
 	link := SignInLink{Hash: c.Hash, Email: c.Email, InvitationHash: c.InvitationHash, CreatedAt: now, ExpiresAt: now.Add(SignInLinkTTL)}
 	b := a.env.Store.NewBatch()

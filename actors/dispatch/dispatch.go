@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/ids"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/webhookdelivery"
 )
@@ -31,6 +35,14 @@ import (
 //	pending --2xx--> succeeded
 //	pending/retrying --failure--> retrying (next attempt per the schedule) | dead (schedule exhausted)
 //	dead/retrying --POST …/retry--> retrying, due now
+//
+// Every pending or retrying delivery also has an entry in the undelivered
+// index (wu/<endpoint>/<created><delivery>, value its status), written in
+// the batch that changes its status, so the metrics read the backlog and
+// the oldest undelivered delivery of each endpoint without reading
+// delivery records: each worker keeps its endpoint's counts by status,
+// counted from the index at Start, and the oldest is the first entry of
+// the endpoint's range.
 
 // Delivery statuses.
 const (
@@ -50,7 +62,13 @@ const (
 	fanoutIntervalMillis    = 200 // how often the outbox is polled (also nudged)
 	workerTickMillis        = 1000
 	maxStoredResponseBodies = 4096 // bytes of a receiver's response kept per attempt (the client's capture bound)
+	undeliveredIndexBatch   = 1024 // deliveries indexed per batch when building the undelivered index
 )
+
+// undeliveredIndexBuilt marks a store whose undelivered index (wu/) holds
+// every pending and retrying delivery; a store written before the index
+// existed gets it built once, at Start.
+var undeliveredIndexBuilt = persistence.Key(persistence.PrefixMeta, "webhook-undelivered-index")
 
 // WebhookSender delivers one signed request (webhookdelivery.Client in
 // production).
@@ -116,6 +134,14 @@ func DeliveryKey(endpointID, deliveryID string) []byte {
 	return persistence.Key(persistence.PrefixDelivery, endpointID+"/"+deliveryID)
 }
 
+// undeliveredKey is the undelivered index entry of a delivery created at
+// created (its value is the delivery's status).
+func undeliveredKey(endpointID string, created time.Time, deliveryID string) []byte {
+	k := persistence.IndexPrefix(persistence.PrefixUndelivered, endpointID)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(created.UnixNano(), 0)))
+	return append(k, deliveryID...)
+}
+
 func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
 	k := persistence.IndexPrefix(persistence.PrefixDelDue, endpointID)
 	k = binary.BigEndian.AppendUint64(k, uint64(max(due.UnixNano(), 0)))
@@ -142,6 +168,34 @@ type endpointWorker struct {
 	endpoint atomic.Pointer[core.WebhookEndpoint]
 	wake     chan struct{}
 	retry    chan retryRequest
+	// pending and retrying count the endpoint's undelivered deliveries by
+	// status, for the metrics: set from the undelivered index at Start,
+	// then moved after each batch that changes a status is durable.
+	pending, retrying atomic.Int64
+}
+
+// moved moves one delivery's count from status from to status to (a
+// status outside pending and retrying counts nowhere).
+func (w *endpointWorker) moved(from, to string) {
+	if from == to {
+		return
+	}
+	if c := w.count(from); c != nil {
+		c.Add(-1)
+	}
+	if c := w.count(to); c != nil {
+		c.Add(1)
+	}
+}
+
+func (w *endpointWorker) count(status string) *atomic.Int64 {
+	switch status {
+	case DeliveryPending:
+		return &w.pending
+	case DeliveryRetrying:
+		return &w.retrying
+	}
+	return nil
 }
 
 type retryRequest struct {
@@ -222,7 +276,7 @@ func (d *Dispatcher) fanout() int {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
-	woken := map[string]bool{}
+	created := map[string]int{} // deliveries created, by endpoint
 	now := env.Clock.Now()
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
@@ -248,7 +302,8 @@ func (d *Dispatcher) fanout() int {
 			b.Set(DeliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
 			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
-			woken[ep.ID] = true
+			b.Set(undeliveredKey(ep.ID, dl.CreatedAt, dl.ID), []byte(DeliveryPending))
+			created[ep.ID]++
 		}
 		return true
 	})
@@ -261,9 +316,12 @@ func (d *Dispatcher) fanout() int {
 		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
 		return 0
 	}
-	for id := range woken {
+	for id, count := range created {
+		env.Metrics.Webhooks.Created(count)
 		if v, ok := d.workers.Load(id); ok {
-			v.(*endpointWorker).poke()
+			w := v.(*endpointWorker)
+			w.pending.Add(int64(count))
+			w.poke()
 		}
 	}
 	return n
@@ -358,14 +416,19 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 	}()
 	res := w.await(done, deliveryID)
 
+	env.Metrics.Webhooks.Attempt(res.Result(), float64(res.LatencyMillis)/1000)
+
+	before := dl.Status
 	dl.AttemptCount++
 	dl.ScheduleStep++
 	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: core.Timestamp(requestedAt), ResponseStatus: res.StatusCode,
 		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
 	b := env.Store.NewBatch()
 	b.Delete(due)
+	undelivered := undeliveredKey(w.id, dl.CreatedAt, dl.ID)
 	if res.Success {
 		dl.Status = DeliverySucceeded
+		b.Delete(undelivered)
 	} else {
 		msg := res.Err
 		att.Error = &msg
@@ -374,9 +437,11 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 			dl.NextAttemptAt = next
 			att.NextAttemptAt = core.OptionalTimestamp(next)
 			b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID))
+			b.Set(undelivered, []byte(DeliveryRetrying))
 		} else {
 			dl.Status = DeliveryDead
 			dl.ScheduleStep = math.MaxInt32 / 2 // a manual retry after death gets one attempt, then dead again
+			b.Delete(undelivered)
 		}
 	}
 	dl.Attempts = append(dl.Attempts, att)
@@ -388,6 +453,11 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 		// Not recorded: the delivery is still due as before and is
 		// attempted again (delivery is at least once).
 		slog.Error("webhook worker: recording an attempt failed", "endpoint_id", w.id, "delivery_id", dl.ID, "error", err)
+		return
+	}
+	w.moved(before, dl.Status)
+	if dl.Status == DeliveryDead {
+		env.Metrics.Webhooks.Dead()
 	}
 }
 
@@ -445,13 +515,16 @@ func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	if dl.Status == DeliveryRetrying {
 		b.Delete(dueKey(w.id, dl.NextAttemptAt, dl.ID))
 	}
+	before := dl.Status
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
+	b.Set(undeliveredKey(w.id, dl.CreatedAt, dl.ID), []byte(DeliveryRetrying))
 	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
 		return core.Reply{Err: apierr.New(apierr.Internal, "could not requeue the delivery")}
 	}
+	w.moved(before, dl.Status)
 	return core.Reply{Status: 200, Body: core.MustJSON(dl.View())}
 }
 
@@ -465,11 +538,12 @@ func ErrDeliveryNotFound(id string) *apierr.Error {
 // worker for every endpoint registered so far. Without it events stay in
 // the outbox.
 func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
-	d.sender = sender
-	d.schedule = schedule
-	if d.schedule == nil {
-		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
-	}
+	d.Drive(sender, schedule)
+	// The backlog gauges' count (and, on a store written before their
+	// index, the index itself: a durable write) belong to a serving
+	// dispatcher only; the crash simulation drives one without them.
+	d.countBacklog()
+	d.env.Metrics.Webhooks.SetSources(d.backlog, d.oldestUndeliveredAgeSeconds)
 	d.started.Store(true)
 	d.wg.Add(1)
 	go d.fanoutLoop()
@@ -477,6 +551,36 @@ func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
 		d.startWorker(v.(*endpointWorker))
 		return true
 	})
+}
+
+// Drive gives the dispatcher its sender and retry schedule (as Start)
+// but starts nothing: its caller runs delivery with Step. It is for the
+// crash simulation (package sim), which delivers on its one goroutine,
+// between commands, in an order a seed replays; production calls Start.
+func (d *Dispatcher) Drive(sender WebhookSender, schedule []int) {
+	d.sender = sender
+	d.schedule = schedule
+	if d.schedule == nil {
+		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
+	}
+}
+
+// Step runs on the caller's goroutine what the loops of Start run on
+// theirs: one fan-out step, then one step of each endpoint's worker
+// (the deliveries due by now), in endpoint id order. It returns how many
+// outbox events the fan-out moved. Only for a dispatcher given Drive.
+func (d *Dispatcher) Step() int {
+	n := d.fanout()
+	var workers []*endpointWorker
+	d.workers.Range(func(_, v any) bool {
+		workers = append(workers, v.(*endpointWorker))
+		return true
+	})
+	slices.SortFunc(workers, func(a, b *endpointWorker) int { return strings.Compare(a.id, b.id) })
+	for _, w := range workers {
+		w.deliverDue()
+	}
+	return n
 }
 
 // Retry makes a dead or retrying delivery of an enabled endpoint due now
@@ -503,4 +607,138 @@ func (d *Dispatcher) Retry(endpointID, deliveryID string) core.Reply {
 		w.poke()
 	}
 	return r
+}
+
+// countBacklog sets each worker's counts from the undelivered index (built
+// first when the store predates it). Every worker that exists now was made
+// at recovery; a worker made later is a new endpoint's, with none.
+func (d *Dispatcher) countBacklog() {
+	env := d.env
+	if _, err := env.Store.Get(undeliveredIndexBuilt); errors.Is(err, persistence.ErrNotFound) {
+		if err := d.buildUndeliveredIndex(); err != nil {
+			// The metrics then miss the older deliveries; delivery itself
+			// does not use the index.
+			slog.Error("webhook dispatcher: building the undelivered index failed", "error", err)
+		}
+	}
+	type counts struct{ pending, retrying int64 }
+	byEndpoint := map[string]*counts{}
+	prefix := []byte(persistence.PrefixUndelivered)
+	err := env.Store.Scan(prefix, 0, func(key, value []byte) bool {
+		rest := key[len(prefix):]
+		slash := bytes.IndexByte(rest, '/')
+		if slash < 0 {
+			return true
+		}
+		c := byEndpoint[string(rest[:slash])]
+		if c == nil {
+			c = &counts{}
+			byEndpoint[string(rest[:slash])] = c
+		}
+		switch string(value) {
+		case DeliveryPending:
+			c.pending++
+		case DeliveryRetrying:
+			c.retrying++
+		}
+		return true
+	})
+	if err != nil {
+		slog.Error("webhook dispatcher: counting the backlog failed", "error", err)
+	}
+	d.workers.Range(func(id, v any) bool {
+		w := v.(*endpointWorker)
+		if c := byEndpoint[id.(string)]; c != nil {
+			w.pending.Store(c.pending)
+			w.retrying.Store(c.retrying)
+		}
+		return true
+	})
+}
+
+// buildUndeliveredIndex indexes every pending and retrying delivery (each
+// has a due entry, wq/) and marks the index built, in batches of
+// undeliveredIndexBatch.
+func (d *Dispatcher) buildUndeliveredIndex() error {
+	env := d.env
+	b := env.Store.NewBatch()
+	n := 0
+	var scanErr error
+	prefix := []byte(persistence.PrefixDelDue)
+	err := env.Store.Scan(prefix, 0, func(key, value []byte) bool {
+		rest := key[len(prefix):]
+		slash := bytes.IndexByte(rest, '/')
+		if slash < 0 {
+			return true
+		}
+		raw, err := env.Store.Get(DeliveryKey(string(rest[:slash]), string(value)))
+		if err != nil {
+			return true // a stale due entry
+		}
+		var dl Delivery
+		if json.Unmarshal(raw, &dl) != nil || (dl.Status != DeliveryPending && dl.Status != DeliveryRetrying) {
+			return true
+		}
+		b.Set(undeliveredKey(dl.EndpointID, dl.CreatedAt, dl.ID), []byte(dl.Status))
+		if n++; n%undeliveredIndexBatch == 0 {
+			if scanErr = env.Store.CommitAndWait(b); scanErr != nil {
+				return false
+			}
+			b = env.Store.NewBatch()
+		}
+		return true
+	})
+	if scanErr != nil {
+		return scanErr
+	}
+	if err != nil {
+		b.Discard()
+		return err
+	}
+	b.Set(undeliveredIndexBuilt, nil)
+	return env.Store.CommitAndWait(b)
+}
+
+// backlog sums the undelivered deliveries of the enabled endpoints' workers
+// (a disabled endpoint's are never attempted again).
+func (d *Dispatcher) backlog() metrics.Backlog {
+	var b metrics.Backlog
+	d.workers.Range(func(_, v any) bool {
+		w := v.(*endpointWorker)
+		if ep := w.endpoint.Load(); ep != nil && ep.Status == core.EndpointEnabled {
+			b.Pending += w.pending.Load()
+			b.Retrying += w.retrying.Load()
+		}
+		return true
+	})
+	return b
+}
+
+// oldestUndeliveredAgeSeconds is the age, by the injected clock, of the
+// oldest event not delivered yet: the oldest outbox event (not fanned out
+// yet) or the oldest undelivered delivery of an enabled endpoint (the first
+// entry of its undelivered index); 0 when there is none. One seek per
+// enabled endpoint.
+func (d *Dispatcher) oldestUndeliveredAgeSeconds() float64 {
+	env := d.env
+	oldest := int64(math.MaxInt64)
+	first := func(prefix []byte) {
+		_ = env.Store.Scan(prefix, 1, func(key, _ []byte) bool {
+			if len(key) >= len(prefix)+8 {
+				oldest = min(oldest, int64(binary.BigEndian.Uint64(key[len(prefix):])))
+			}
+			return false
+		})
+	}
+	first([]byte(persistence.PrefixOutbox))
+	d.workers.Range(func(id, v any) bool {
+		if ep := v.(*endpointWorker).endpoint.Load(); ep != nil && ep.Status == core.EndpointEnabled {
+			first(persistence.IndexPrefix(persistence.PrefixUndelivered, id.(string)))
+		}
+		return true
+	})
+	if oldest == math.MaxInt64 {
+		return 0
+	}
+	return max(env.Clock.Now().Sub(time.Unix(0, oldest)).Seconds(), 0)
 }

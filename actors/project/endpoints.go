@@ -3,6 +3,8 @@ package project
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"slices"
+	"strings"
 
 	"rtcd/actors/core"
 	"rtcd/apierr"
@@ -130,6 +132,23 @@ func (a *projectActor) disableEndpoint(m DisableEndpoint, r *core.Envelope) {
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
+// endpointsInOrder is the project's endpoints, oldest first (ties by id):
+// the fan-out writes an event's deliveries in this order, not Go's map
+// order, so a run can be replayed exactly.
+func (s *projectState) endpointsInOrder() []*core.WebhookEndpoint {
+	out := make([]*core.WebhookEndpoint, 0, len(s.Endpoints))
+	for _, ep := range s.Endpoints {
+		out = append(out, ep)
+	}
+	slices.SortFunc(out, func(a, b *core.WebhookEndpoint) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
 // publishEndpoints makes the project's enabled endpoints visible to the
 // dispatcher (an immutable slice behind an atomic pointer) now.
 func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
@@ -142,7 +161,7 @@ func (a *projectActor) publishEndpoints() { a.endpointsSnapshot()() }
 func (a *projectActor) endpointsSnapshot() func() {
 	seq := a.gate.NextEndpointSnapshot()
 	var enabled, disabled []*core.WebhookEndpoint
-	for _, ep := range a.state.Endpoints {
+	for _, ep := range a.state.endpointsInOrder() {
 		c := *ep
 		if ep.Status == core.EndpointEnabled {
 			enabled = append(enabled, &c)

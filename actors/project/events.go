@@ -147,6 +147,13 @@ func (s *projectState) Apply(e *projectEvent) error {
 	return nil
 }
 
+// Replay is the state recovery rebuilds for project projectID from store,
+// encoded as ReadState answers; it starts no actor and writes nothing
+// (core.ReplayLog).
+func Replay(store *persistence.Store, projectID string) ([]byte, error) {
+	return core.ReplayLog(store, Journal(projectID), func() *projectState { return &projectState{} }, nil)
+}
+
 // Journal names a project's journal, snapshot and actor:
 // project/<project_id>.
 func Journal(projectID string) string { return "project/" + projectID }

@@ -3,6 +3,7 @@ package project
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -48,6 +49,10 @@ type (
 		Caller core.Caller
 		KeyID  string
 	}
+	// ReadState answers the project's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // projectActor owns one project: its record, its set of active rooms (the
@@ -105,6 +110,8 @@ func (a *projectActor) Receive(ctx actor.Context) {
 			a.renameProject(c, m)
 		case core.ArchiveProject:
 			a.archiveProject(c, m)
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -169,7 +176,12 @@ func (a *projectActor) load(first bool) error {
 	if !first {
 		rooms = nil // nobody waits for a restart
 	}
+	roomIDs := make([]string, 0, len(a.state.ActiveRooms))
 	for roomID := range a.state.ActiveRooms {
+		roomIDs = append(roomIDs, roomID)
+	}
+	slices.Sort(roomIDs) // rooms recover in a deterministic order (their recovery may write)
+	for _, roomID := range roomIDs {
 		if !a.env.Registry.RoomLive(roomID) { // after a restart its rooms still run
 			a.env.Registry.SpawnRoom(roomID, a.id, rooms)
 		}
@@ -398,6 +410,6 @@ func (a *projectActor) sweepIdempotency() {
 	}
 	a.env.Store.Commit(b, nil)
 	if n == idempotencySweepBatch { // more expired: continue after queued requests
-		go a.env.Registry.Send(core.ProjectAddress(a.id), core.Sweep{})
+		a.env.Registry.Post(core.ProjectAddress(a.id), core.Sweep{})
 	}
 }

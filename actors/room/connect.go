@@ -66,7 +66,7 @@ func (g *Gate) Connect(env *core.Env, participantID string, now time.Time) (Conn
 		// caps and gets a new session.
 		newSlot := !cur.holds()
 		if newSlot {
-			if gateSlots(w) >= g.maxParticipants.Load() {
+			if g.full(gateSlots(w)) {
 				return ConnectSession{}, g.errRoomFull()
 			}
 			if g.project.ActiveParticipants.Load() >= int64(limit) {

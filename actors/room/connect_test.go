@@ -47,6 +47,7 @@ func (r *stubRegistry) Send(to core.Address, msg any) {
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, fmt.Sprintf("%s %T", to, msg))
 }
+func (r *stubRegistry) Post(to core.Address, msg any) { r.Send(to, msg) }
 func (r *stubRegistry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	go answer(core.Reply{Gone: true})
 }
@@ -79,11 +80,16 @@ type connectCase struct {
 	wantDetails map[string]any           // details the error must carry
 	wantSlots   func(before int64) int64 // the project's slots after the decision
 	room        func(r *Room)            // changes testRoom, if set
+	fs          vfs.FS                   // the store's file system; nil: a fresh in-memory one
 }
 
 func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 	t.Helper()
-	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	fs := tc.fs
+	if fs == nil {
+		fs = vfs.NewMem()
+	}
+	store, err := persistence.OpenWith("db", persistence.Options{FS: fs}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +103,7 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 		DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: connectLimit, MaxParticipantsPerRoom: 3,
 			RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
 		MediaNodeRunsOnItsOwn: true} // nothing to close at recovery: no node in these cases
-	env, err := core.NewEnv(settings, store, clk, ratelimit.NewMemory(), keys)
+	env, err := core.NewEnv(settings, store, clk, ratelimit.NewMemory(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package room
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"rtcd/actors/core"
@@ -268,6 +270,28 @@ func (s *roomState) Apply(e *roomEvent) error {
 	return nil
 }
 
+// participantsWhere is the participants for which keep is true, in
+// creation order (ties by id). Every loop that writes events, charges or
+// webhook events walks participants this way, never in Go's map order, so
+// a room's journal and its webhook sequence numbers follow the order
+// participants were created in and a run can be replayed exactly. Only the
+// participants kept are sorted: the sweep's loops keep few.
+func (s *roomState) participantsWhere(keep func(*Participant) bool) []*Participant {
+	var out []*Participant
+	for _, p := range s.Participants {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Participant) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
 // participant is the participant an event of kind names.
 func (s *roomState) participant(kind, id string) (*Participant, error) {
 	p, ok := s.Participants[id]
@@ -275,6 +299,13 @@ func (s *roomState) participant(kind, id string) (*Participant, error) {
 		return nil, fmt.Errorf("%s: room %s has no participant %s", kind, s.Room.ID, id)
 	}
 	return p, nil
+}
+
+// Replay is the state recovery rebuilds for room roomID from store (its
+// snapshot and the journal after it), encoded as ReadState answers; it
+// starts no actor and writes nothing (core.ReplayLog).
+func Replay(store *persistence.Store, roomID string) ([]byte, error) {
+	return core.ReplayLog(store, Journal(roomID), func() *roomState { return &roomState{} }, nil)
 }
 
 // Journal names a room's journal, snapshot and actor: room/<room_id>.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/internal/simbug"
 )
 
 // Gate is what a room publishes so that a connect is decided on the HTTP
@@ -76,6 +77,23 @@ func NewGate(roomID string, project *core.ProjectGate, gauge *atomic.Int64) *Gat
 // Slots is the number of the room's slots held (reservations and joined
 // participants).
 func (g *Gate) Slots() int64 { return gateSlots(g.word.Load()) }
+
+// Held counts the seats holding a slot: joined (recorded) and reserved
+// (connect reservations, live or lapsed and not yet swept). For tests and
+// the crash simulation: with no connect or join between its take of a slot
+// and its compare-and-swap, joined+reserved is Slots().
+func (g *Gate) Held() (joined, reserved int64) {
+	g.seats.Range(func(_, v any) bool {
+		switch v.(*Seat).state.Load().status {
+		case seatJoined:
+			joined++
+		case seatReserved:
+			reserved++
+		}
+		return true
+	})
+	return joined, reserved
+}
 
 // ExpiresAt is the room's expires_at (zero before the room's load).
 func (g *Gate) ExpiresAt() time.Time {
@@ -182,7 +200,7 @@ func (g *Gate) takeSlot(limit int) int {
 		switch {
 		case gateState(w) != gateOpen:
 			return takeClosed
-		case gateSlots(w) >= g.maxParticipants.Load():
+		case g.full(gateSlots(w)):
 			return takeRoomFull
 		}
 		if g.word.CompareAndSwap(w, w+1) {
@@ -195,6 +213,14 @@ func (g *Gate) takeSlot(limit int) int {
 	}
 	g.gauge.Add(1)
 	return takeOK
+}
+
+// full reports whether slots held fill the room's max_participants.
+func (g *Gate) full(slots int64) bool {
+	if simbug.Planted(simbug.CapOffByOne) { // the crash simulation's planted bug
+		return slots > g.maxParticipants.Load()
+	}
+	return slots >= g.maxParticipants.Load()
 }
 
 // forceSlots adds n slots held without a check: recovered joined

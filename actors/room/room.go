@@ -8,6 +8,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/ids"
+	"rtcd/internal/simbug"
 	"rtcd/persistence"
 )
 
@@ -31,6 +32,10 @@ type (
 	Delete struct {
 		Caller core.Caller
 	}
+	// ReadState answers the room's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // Named bounds and durations of a room.
@@ -91,6 +96,8 @@ func (a *roomActor) Receive(ctx actor.Context) {
 			a.removeParticipant(c, m)
 		case Delete:
 			a.deleteRoom(c, m)
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -230,6 +237,12 @@ func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 	}
 	a.record(b, roomEvent{ParticipantCreated: &p})
 	a.seats.add(a.state.Participants[p.ID]) // its token is handed out once the batch is durable
+
+	if simbug.Planted(simbug.ReplyBeforeSync) { // the crash simulation's planted bug
+		r.Respond(core.Reply{Status: 201, Body: body})
+		env.Store.Commit(b, nil)
+		return
+	}
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
@@ -240,7 +253,7 @@ func (a *roomActor) createParticipant(m CreateParticipant, r *core.Envelope) {
 // events is written.
 func (a *roomActor) rewriteRetiredRecords() {
 	b := a.env.Store.NewBatch()
-	for _, p := range a.state.Participants {
+	for _, p := range a.state.participantsWhere(func(*Participant) bool { return true }) { // creation order, as every loop that writes
 		a.putParticipantRecord(b, p)
 	}
 	a.env.Store.Commit(b, nil)
@@ -259,21 +272,17 @@ func errProjectFull(limit int) *apierr.Error {
 // A participant that had only connected lost its reservation with the
 // restart; its media token may still be valid, and its join is re-checked.
 func (a *roomActor) closeSessionsLostInRestart() {
-	var b *persistence.Batch
-	for _, p := range a.state.Participants {
-		if p.Status != ParticipantJoined || p.Usage == nil {
-			continue
-		}
-		if b == nil {
-			b = a.env.Store.NewBatch()
-		}
+	lost := a.state.participantsWhere(func(p *Participant) bool { return p.Status == ParticipantJoined && p.Usage != nil })
+	if len(lost) == 0 {
+		return
+	}
+	b := a.env.Store.NewBatch()
+	for _, p := range lost {
 		u := p.Usage
 		a.leave(b, p, u.StartedAt.Add(time.Duration(u.SettledSeconds)*time.Second), LeftReasonRestart)
 	}
-	if b != nil {
-		a.env.Store.Commit(b, nil)
-		a.nudgeWallet()
-	}
+	a.env.Store.Commit(b, nil)
+	a.nudgeWallet()
 }
 
 // errInsufficientCredit is the credit gate's answer (spec: 402).
@@ -290,7 +299,7 @@ func (a *roomActor) removeParticipant(m RemoveParticipant, r *core.Envelope) {
 		return
 	}
 	if p.Status == ParticipantRemoved || p.Status == ParticipantEnded {
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(p.view())}) // DELETE is idempotent
+		a.respondOnceDurable(r, core.MustJSON(p.view())) // DELETE is idempotent
 		return
 	}
 	now := a.env.Clock.Now()
@@ -323,7 +332,16 @@ func (a *roomActor) deleteRoom(m Delete, r *core.Envelope) {
 		a.startEnding(EndReasonDeleted, &m.Caller, func(body []byte) { r.Respond(core.Reply{Status: 200, Body: body}) })
 		return
 	}
-	r.Respond(core.Reply{Status: 200, Body: core.MustJSON(a.state.Room.view())}) // DELETE is idempotent
+	a.respondOnceDurable(r, core.MustJSON(a.state.Room.view())) // DELETE is idempotent
+}
+
+// respondOnceDurable answers a repeated DELETE, which changes nothing,
+// once every batch applied before it is durable (Store.AfterDurable): the
+// removal or the end it reports may be a concurrent first DELETE's, still
+// waiting for its fsync, and answered at once a crash could undo what it
+// acknowledged (as the repeat of a key's revocation).
+func (a *roomActor) respondOnceDurable(r *core.Envelope, body []byte) {
+	a.env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // startEnding moves the room to ending (audited when a caller asked for
@@ -360,12 +378,11 @@ func (a *roomActor) finishEnding() {
 	now := env.Clock.Now()
 	b := env.Store.NewBatch()
 	// Open usage is finalized before the room ends (spec 6, Emission 3).
-	var open []*Participant
-	for _, p := range a.state.Participants {
+	open := a.state.participantsWhere(func(p *Participant) bool {
+		return p.Status != ParticipantRemoved && p.Status != ParticipantEnded
+	})
+	for _, p := range open {
 		a.leave(b, p, now, LeftReasonRoomEnded)
-		if p.Status != ParticipantRemoved && p.Status != ParticipantEnded {
-			open = append(open, p)
-		}
 	}
 	a.seats.close(&a.state.Room) // every slot given back (again, after a restart mid-ending)
 	end := &roomEnded{At: now}
@@ -390,9 +407,9 @@ func (a *roomActor) finishEnding() {
 	a.gate.EndedRooms.Add(1)
 	env.Store.Commit(b, func() {
 		// Told only once the end is durable, so the project never forgets a
-		// room that would recover as ending. Sent from a goroutine: the
-		// syncer must never block on a full mailbox.
-		go env.Registry.Send(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
+		// room that would recover as ending. Posted: the syncer must never
+		// block on a full mailbox.
+		env.Registry.Post(core.ProjectAddress(a.projectID), core.RoomClosed{RoomID: a.id, Counted: true})
 	})
 }
 

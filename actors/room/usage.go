@@ -5,6 +5,7 @@ import (
 
 	"rtcd/actors/core"
 	"rtcd/ids"
+	"rtcd/metrics"
 	"rtcd/money"
 	"rtcd/persistence"
 )
@@ -92,7 +93,7 @@ const (
 // the node serves nothing the room has not recorded. Any other is closed
 // (CloseSession) with its reason, and nothing is recorded. A join of the
 // session already recorded is admitted again (the node may have lost the
-// answer) and records nothing.
+// answer), once what recorded it is durable, and records nothing.
 func (a *roomActor) join(r MediaJoin) {
 	p, ok := a.state.Participants[r.ParticipantID]
 	switch {
@@ -110,7 +111,10 @@ func (a *roomActor) join(r MediaJoin) {
 		known := r.SessionID == cur.session
 		switch {
 		case cur.status == seatJoined && cur.joined == r.SessionID:
-			a.admitJoin(r) // already recorded
+			// Already recorded, or being recorded: the first report's batch
+			// may still wait for its fsync, and the node serves nothing
+			// before the join is durable (a crash could lose it).
+			a.env.Store.AfterDurable(func() { a.admitJoin(r) })
 			return
 		case cur.status == seatClosed:
 			a.refuseJoin(r, RefuseRemoved)
@@ -229,6 +233,7 @@ func (a *roomActor) leave(b *persistence.Batch, p *Participant, at time.Time, re
 	if u := p.Usage; u != nil {
 		seconds = int64(at.Sub(u.StartedAt) / time.Second)
 		charged = a.charge(b, p, u, seconds, at)
+		a.env.Metrics.Billing.Settled(metrics.SettlementFinal)
 		a.writeUsageRecords(b, p, u, at, seconds)
 		a.env.Outbox.Emit(b, a.projectID, core.EventParticipantLeft, at, map[string]any{
 			"room_id": a.id, "participant_id": p.ID, "session_id": u.SessionID, "reason": reason, "sequence": next()})
@@ -275,7 +280,7 @@ func (a *roomActor) nudgeWallet() {
 		return
 	}
 	a.chargesWritten = false
-	go a.env.Registry.Send(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
+	a.env.Registry.Post(core.WalletAddress(a.gate.Record.Load().AccountID), core.ApplyCharges{}) // never block the room on a full wallet mailbox
 }
 
 // settle charges every joined participant for its usage so far. Called by
@@ -284,9 +289,9 @@ func (a *roomActor) nudgeWallet() {
 func (a *roomActor) settle(now time.Time) {
 	b := a.env.Store.NewBatch()
 	n := 0
-	for _, p := range a.state.Participants {
+	for _, p := range a.state.participantsWhere(func(p *Participant) bool { return p.Usage != nil }) {
 		u := p.Usage
-		if u == nil || !now.After(u.StartedAt) {
+		if !now.After(u.StartedAt) {
 			continue
 		}
 		seconds := int64(now.Sub(u.StartedAt) / time.Second)
@@ -295,6 +300,7 @@ func (a *roomActor) settle(now time.Time) {
 		}
 		charged := a.charge(b, p, u, seconds, now)
 		a.record(b, roomEvent{UsageSettled: &usageSettled{ParticipantID: p.ID, SettledSeconds: seconds, ChargedMicros: charged}})
+		a.env.Metrics.Billing.Settled(metrics.SettlementRunning)
 		n++
 	}
 	if n == 0 {
@@ -373,18 +379,22 @@ func (a *roomActor) reconcile(m Presence) {
 		}
 		return
 	}
-	for _, p := range a.state.Participants {
+	// Presence is by participant: after a reconnect the node may still
+	// show the previous session until the new one replaces it.
+	changed := a.state.participantsWhere(func(p *Participant) bool {
 		s, onNode := m.Sessions[p.ID]
-		switch {
-		// Presence is by participant: after a reconnect the node may still
-		// show the previous session until the new one replaces it.
-		case p.Status == ParticipantJoined && !onNode:
+		return p.Status == ParticipantJoined && !onNode ||
+			onNode && (p.Status != ParticipantJoined || s.SessionID != p.SessionID)
+	})
+	for _, p := range changed {
+		s, onNode := m.Sessions[p.ID]
+		if !onNode { // joined, and gone from the node
 			b := a.env.Store.NewBatch()
 			a.leave(b, p, m.At, LeftReasonReconciled)
 			a.env.Store.Commit(b, nil)
-		case onNode && (p.Status != ParticipantJoined || s.SessionID != p.SessionID):
-			a.join(s)
+			continue
 		}
+		a.join(s)
 	}
 	for _, s := range m.Pending {
 		a.join(s)

@@ -3,6 +3,8 @@ package wallet
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -254,6 +256,10 @@ type (
 	// Read asks for the balance and credit state (Reading, in
 	// Reply.Value).
 	Read struct{}
+	// ReadState answers the wallet's state as its snapshot encodes it
+	// (Reply.Value, []byte): for tests and the crash simulation, never
+	// for a request.
+	ReadState struct{}
 )
 
 // PaymentUpdate is a verified provider callback, already mapped to a
@@ -285,6 +291,10 @@ type walletActor struct {
 	state     *walletState   // log.State()
 	recovery  *core.Recovery // nil when created at run time
 	recovered bool
+	// countedIn is the credit state this wallet is counted in by
+	// rtcd_billing_workspaces ("" before its first publish). It lives
+	// across a restart of the actor, so a restart never counts it twice.
+	countedIn string
 }
 
 // New is the wallet actor of workspace id, which publishes gate. It
@@ -315,6 +325,8 @@ func (a *walletActor) Receive(ctx actor.Context) {
 			a.adjust(c, m)
 		case Read:
 			m.Respond(core.Reply{Value: Reading{Balance: a.state.Balance, CreditState: a.state.CreditState}})
+		case ReadState:
+			m.Respond(core.Reply{Value: core.Encode(a.state)})
 		default:
 			core.RefuseUnknown(m)
 		}
@@ -358,6 +370,7 @@ func (a *walletActor) load() error {
 		before := a.state.CreditState
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: want, At: now}})
 		a.emitCredit(b, before, want, now)
+		a.env.Metrics.Billing.CreditMoved(before, want)
 		a.env.Store.Commit(b, nil)
 	}
 	a.publish()
@@ -365,8 +378,12 @@ func (a *walletActor) load() error {
 	return nil
 }
 
+// publish opens or closes the credit gate for the current credit state, and
+// moves the wallet to that state in rtcd_billing_workspaces.
 func (a *walletActor) publish() {
 	a.gate.Set(a.env.Settings.Billing.Enabled && a.state.CreditState == CreditExhausted)
+	a.env.Metrics.Billing.WorkspaceIn(a.countedIn, a.state.CreditState)
+	a.countedIn = a.state.CreditState
 }
 
 // record appends events to the wallet's journal in b and applies them.
@@ -387,6 +404,7 @@ func (a *walletActor) addLedgerEntry(b *persistence.Batch, typ string, amount in
 	if after != before {
 		a.record(b, walletEvent{CreditStateChanged: &creditStateChanged{To: after, At: now}})
 		a.emitCredit(b, before, after, now)
+		a.env.Metrics.Billing.CreditMoved(before, after)
 	}
 	return entry
 }
@@ -453,10 +471,13 @@ func (a *walletActor) applyCharges() {
 		})
 		b.Delete(keys[i])
 	}
+	a.env.Metrics.Billing.ChargesApplied(len(charges))
 	a.publish()
 	a.env.Store.Commit(b, nil)
 	if len(charges) == chargesPerApply {
-		a.env.Registry.Send(core.WalletAddress(a.id), core.ApplyCharges{}) // more are waiting
+		// More are waiting. Posted: a Send to its own bounded mailbox,
+		// full, would block the wallet on itself.
+		a.env.Registry.Post(core.WalletAddress(a.id), core.ApplyCharges{})
 	}
 }
 
@@ -468,6 +489,7 @@ func (a *walletActor) createTopup(m CreateTopup, r *core.Envelope) {
 	body := a.putTopupRecord(b, &t)
 	b.Set(persistence.IndexKey(persistence.PrefixTopupIdx, a.id, t.CreatedAt.UnixNano(), t.PaymentID), []byte(t.PaymentID))
 	b.Set(persistence.Key(persistence.PrefixPayment, t.PaymentID), []byte(a.id))
+	a.env.Metrics.Billing.Topup("created")
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 201, Body: body}) })
 }
 
@@ -501,7 +523,7 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 		b.Discard()
 		slog.Error("payment succeeded with an amount other than the top-up's; not credited",
 			"payment_id", t.PaymentID, "amount", u.Amount, "want", t.Amount)
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))})
+		a.respondOnceDurable(r, core.MustJSON(TopupViewOf(t)))
 		return
 	// A success after the local expiry still credits: the money was taken.
 	case (t.Status == PaymentPending || t.Status == PaymentExpired) && u.Status == PaymentSucceeded:
@@ -527,11 +549,12 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 		a.record(b, walletEvent{ReceiptAdded: &receiptAdded{PaymentID: t.PaymentID, ReceiptURL: u.ReceiptURL}})
 	default:
 		b.Discard()
-		r.Respond(core.Reply{Status: 200, Body: core.MustJSON(TopupViewOf(t))}) // duplicate or out-of-order: nothing to do
+		a.respondOnceDurable(r, core.MustJSON(TopupViewOf(t))) // duplicate or out-of-order: nothing to do
 		return
 	}
 	body := a.putTopupRecord(b, t)
 	if eventType != "" {
+		a.env.Metrics.Billing.Topup(t.Status) // the status the callback (or the expiry) moved it to
 		a.env.Outbox.Emit(b, t.ProjectID, eventType, now, map[string]any{
 			"payment_id": t.PaymentID, "account_id": a.id, "amount": money.Micros(t.Amount).Format(2),
 			"amount_refunded": money.Micros(t.RefundedAmount).Format(2),
@@ -540,6 +563,19 @@ func (a *walletActor) applyPayment(m ApplyPayment, r *core.Envelope) {
 	}
 	a.publish()
 	a.env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
+}
+
+// respondOnceDurable answers a callback that changed nothing, once every
+// batch applied before it is durable (Store.AfterDurable). It changed
+// nothing, but the state it reports may be a change still waiting for its
+// fsync: a duplicate of a success arriving while the first one's credit is
+// on its way to disk. Answered at once, the provider would stop
+// delivering, and a crash then would lose the credit for good.
+func (a *walletActor) respondOnceDurable(r *core.Envelope, body []byte) {
+	if r == nil {
+		return // the wallet's own expiry: nobody waits
+	}
+	a.env.Store.AfterDurable(func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
 
 // wantsReceipt reports whether a success callback of provider for t should
@@ -569,10 +605,22 @@ func (a *walletActor) expireTopups() {
 		return
 	}
 	now := a.env.Clock.Now()
+	var expired []*Topup
 	for _, t := range a.state.Topups {
 		if t.Status == PaymentPending && !now.Before(t.ExpiresAt) {
-			a.applyPayment(ApplyPayment{Update: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
+			expired = append(expired, t)
 		}
+	}
+	// In creation order, not Go's map order: a deterministic journal (and
+	// outbox), so a run can be replayed exactly.
+	slices.SortFunc(expired, func(a, b *Topup) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.PaymentID, b.PaymentID)
+	})
+	for _, t := range expired {
+		a.applyPayment(ApplyPayment{Update: PaymentUpdate{PaymentID: t.PaymentID, Status: PaymentExpired, At: now}}, nil)
 	}
 }
 
@@ -598,6 +646,13 @@ func (a *walletActor) addProject(m core.AddProject) {
 	b := a.env.Store.NewBatch()
 	a.record(b, walletEvent{ProjectAdded: &projectAdded{ProjectID: m.ProjectID}})
 	a.env.Store.Commit(b, nil)
+}
+
+// Replay is the state recovery rebuilds for the wallet of accountID from
+// store, encoded as ReadState answers; it starts no actor and writes
+// nothing (core.ReplayLog).
+func Replay(store *persistence.Store, accountID string) ([]byte, error) {
+	return core.ReplayLog(store, Journal(accountID), func() *walletState { return &walletState{} }, nil)
 }
 
 // Journal names a wallet's journal, snapshot and actor: wallet/<account_id>.

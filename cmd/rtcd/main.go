@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"rtcd/config"
 	"rtcd/datadir"
 	"rtcd/media"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/server"
 )
@@ -75,7 +77,7 @@ func usage() {
                               create a workspace owned by ADDR (default owner@localhost),
                               one project and an API key holding every scope
   rtcd serve [flags]          serve the API; rtcd serve -h lists every flag and its RTCD_ variable
-  rtcd media [--listen ADDR] [--control-url URL] [--media-key HEX | --data-dir DIR]
+  rtcd media [--listen ADDR] [--control-url URL] [--media-key HEX | --data-dir DIR] [--metrics-listen ADDR]
                               run the reference media node on its own, reporting to a control plane
   rtcd media-key --data-dir DIR
                               print the media key a separately run node needs (hex; keep it secret)
@@ -250,6 +252,9 @@ func runMediaKey(args []string) error {
 // tokens with the media key, reports joins, leaves and presence to the
 // control plane's private listener, and takes room-close and remove
 // commands on /internal/ (signed with a key derived from the media key).
+// With --metrics-listen it serves its own metrics there: the media
+// families, build info and the Go runtime's, nothing of the control
+// plane's.
 func runMedia(args []string) error {
 	fs := flag.NewFlagSet("rtcd media", flag.ContinueOnError)
 	listen := fs.String("listen", envOr("RTCD_MEDIA_LISTEN", "127.0.0.1:8081"), "HOST:PORT of the node (WebSocket at /rtc, commands at /internal/)")
@@ -261,33 +266,104 @@ func runMedia(args []string) error {
 	awaitAdmission := fs.Bool("await-admission", envOr("RTCD_MEDIA_AWAIT_ADMISSION", "true") == "true",
 		"serve a join only once the control plane has recorded it (it answers through the control plane's --media-control-url); false admits at once")
 	logLevel := fs.String("log-level", envOr("RTCD_LOG_LEVEL", "info"), "debug, info, warn or error")
+	metricsListen := fs.String("metrics-listen", os.Getenv("RTCD_MEDIA_METRICS_LISTEN"), "HOST:PORT of the node's /metrics and /healthz (keep it private); empty: none")
+	nodeIP := fs.String("media-node-ip", os.Getenv("RTCD_MEDIA_NODE_IP"), "IP address clients send media to (ICE host candidates); empty: the --listen host")
+	var envErr error
+	udpPort := fs.Int("media-udp-port", envInt("RTCD_MEDIA_UDP_PORT", 0, &envErr), "the one UDP port every WebRTC peer uses; 0: the --listen port number (on UDP)")
+	tcpPort := fs.Int("media-tcp-port", envInt("RTCD_MEDIA_TCP_PORT", 0, &envErr), "ICE over TCP port; 0: the --listen port + 1; -1: off")
+	turnPort := fs.Int("media-turn-port", envInt("RTCD_MEDIA_TURN_PORT", 0, &envErr), "embedded TURN server port (UDP and TCP), for clients that reach neither the UDP port nor ICE over TCP; 0: off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if envErr != nil {
+		return envErr
+	}
 	setupLogging(*logLevel)
+	netOpts := media.NetworkOptions{NodeIP: *nodeIP, UDPPort: *udpPort, TCPPort: *tcpPort, TURNPort: *turnPort}
+	if err := netOpts.Validate(); err != nil {
+		return err
+	}
 	key, err := mediaKeyFrom(*hexKey, *dataDir)
 	if err != nil {
 		return err
 	}
+	counts := metrics.NewNode(server.Version)
 	signing := server.MediaReportKey(key)
-	reporter, err := media.NewHTTPReporter(media.HTTPConfig{BaseURL: strings.TrimRight(*controlURL, "/"), Key: signing})
+	reporter, err := media.NewHTTPReporter(media.HTTPConfig{BaseURL: strings.TrimRight(*controlURL, "/"), Key: signing, Metrics: counts.Media})
 	if err != nil {
 		return err
 	}
-	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter, AwaitAdmission: *awaitAdmission})
+	metricsLn, err := listenNodeMetrics(*metricsListen)
 	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
+		if metricsLn != nil {
+			_ = metricsLn.Close()
+		}
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	closeListeners := func() {
+		_ = ln.Close()
+		if metricsLn != nil {
+			_ = metricsLn.Close()
+		}
+	}
+	_, listenPort, _ := net.SplitHostPort(*listen)
+	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), listenPort == "0")
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	node, err := media.NewNode(media.NodeConfig{NodeID: *nodeID, Verifier: auth.NewMediaVerifier(key), Reporter: reporter, WebRTC: webrtc,
+		Metrics: counts.Media, AwaitAdmission: *awaitAdmission})
+	if err != nil {
+		closeListeners()
+		media.CloseWebRTC(webrtc)
+		return err
+	}
+	signalled, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID)
+	ctx, cancelServe := context.WithCancel(signalled)
+	defer cancelServe()
+	tcpAddr, metricsAddr := "off", "none"
+	if webrtc.TCP != nil {
+		tcpAddr = webrtc.TCP.Addr().String()
+	}
+	var metricsSrv *nodeMetricsServer
+	if metricsLn != nil {
+		metricsAddr = metricsLn.Addr().String()
+		metricsSrv = serveNodeMetrics(metricsLn, counts, cancelServe)
+	}
+	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID,
+		"webrtc_udp", webrtc.UDP.LocalAddr().String(), "ice_tcp", tcpAddr, "metrics", metricsAddr)
 	err = node.Serve(ctx, ln, media.NewControlHandler(node, signing, clock.Real{}))
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = reporter.Close(flushCtx) // deliver the last leaves
+	// The metrics listener stops last, so a scrape during the drain sees the
+	// leaves counted.
+	if metricsSrv != nil {
+		if merr := metricsSrv.stop(); err == nil {
+			err = merr
+		}
+	}
 	return err
+}
+
+// envInt returns the integer in environment variable name, or def when it
+// is unset; a value that is not an integer is recorded in *bad, so the
+// caller refuses to start rather than silently use the default.
+func envInt(name string, def int, bad *error) int {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.Atoi(raw)
+	if err != nil {
+		*bad = fmt.Errorf("%s=%q: want an integer", name, raw)
+		return def
+	}
+	return v
 }

@@ -52,11 +52,24 @@ type Browser struct {
 	alloc  context.Context
 	root   context.Context
 	cancel context.CancelFunc
-	shots  string // directory of this test's screenshots
+	shots  *shotDir // this test's screenshots
 	axeJS  string
-	mu     sync.Mutex
-	seq    int // screenshots taken, for their order in file names
 }
+
+// shotDir is one test's screenshot directory, shared by the browsers the
+// test starts (a second browser with other flags must not empty the
+// directory again, nor number its files from 1 again).
+type shotDir struct {
+	path string
+	mu   sync.Mutex
+	seq  int // screenshots taken, for their order in file names
+}
+
+// shotDirs are the screenshot directories of the tests running, by test.
+var shotDirs = struct {
+	mu sync.Mutex
+	m  map[testing.TB]*shotDir
+}{m: map[testing.TB]*shotDir{}}
 
 // Options configure a Browser.
 type Options struct {
@@ -128,13 +141,19 @@ func Start(t testing.TB, opts Options) *Browser {
 }
 
 // ScreenshotDir is where this test's screenshots go.
-func (b *Browser) ScreenshotDir() string { return b.shots }
+func (b *Browser) ScreenshotDir() string { return b.shots.path }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // screenshotDir is $RTCD_SCREENSHOT_DIR (default .cache/screenshots under
-// the module root) / the test's name, emptied first.
-func screenshotDir(t testing.TB, root string) string {
+// the module root) / the test's name, emptied when the test's first
+// browser starts.
+func screenshotDir(t testing.TB, root string) *shotDir {
+	shotDirs.mu.Lock()
+	defer shotDirs.mu.Unlock()
+	if d := shotDirs.m[t]; d != nil {
+		return d
+	}
 	base := os.Getenv("RTCD_SCREENSHOT_DIR")
 	if base == "" {
 		base = filepath.Join(root, ".cache", "screenshots")
@@ -144,7 +163,14 @@ func screenshotDir(t testing.TB, root string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("screenshot dir: %v", err)
 	}
-	return dir
+	d := &shotDir{path: dir}
+	shotDirs.m[t] = d
+	t.Cleanup(func() {
+		shotDirs.mu.Lock()
+		defer shotDirs.mu.Unlock()
+		delete(shotDirs.m, t)
+	})
+	return d
 }
 
 // ModuleRoot walks up from the working directory to the module's go.mod
@@ -185,6 +211,11 @@ type Page struct {
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	allowed []allowance
+	// mayFail are URL fragments whose requests may fail at the network
+	// level (AllowFailed); failing holds the ids of requests to them that
+	// are under way, so a failure is forgiven by its request's URL.
+	mayFail []string
+	failing map[network.RequestID]bool
 	errs    []string
 }
 
@@ -238,6 +269,47 @@ func (p *Page) Allow(status int, path string) {
 	p.allowed = append(p.allowed, allowance{status, path})
 }
 
+// AllowFailed declares that requests to URLs containing path may fail at
+// the network level (no HTTP answer: connection refused while the test
+// restarts the server it calls, a request the page abandons).
+func (p *Page) AllowFailed(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mayFail = append(p.mayFail, path)
+}
+
+// noteRequest remembers a request that AllowFailed covers.
+func (p *Page) noteRequest(id network.RequestID, url string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, path := range p.mayFail {
+		if strings.Contains(url, path) {
+			if p.failing == nil {
+				p.failing = map[network.RequestID]bool{}
+			}
+			p.failing[id] = true
+			return
+		}
+	}
+}
+
+// mayHaveFailed reports whether a failed request was covered by
+// AllowFailed, and forgets it (a request ends once).
+func (p *Page) mayHaveFailed(id network.RequestID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok := p.failing[id]
+	delete(p.failing, id)
+	return ok
+}
+
+// requestDone forgets a request that ended with an answer.
+func (p *Page) requestDone(id network.RequestID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.failing, id)
+}
+
 func (p *Page) problem(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -275,12 +347,18 @@ func (p *Page) onEvent(ev any) {
 		if e.Entry.Level == log.EntryLevelError && e.Entry.Source != log.EntrySourceNetwork {
 			p.problem("%s log: %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
 		}
+	case *network.EventRequestWillBeSent:
+		if e.Request != nil {
+			p.noteRequest(e.RequestID, e.Request.URL)
+		}
 	case *network.EventResponseReceived:
 		if r := e.Response; r != nil && r.Status >= 400 && !p.isAllowed(int(r.Status), r.URL) {
 			p.problem("HTTP %d for %s", r.Status, r.URL)
 		}
+	case *network.EventLoadingFinished:
+		p.requestDone(e.RequestID)
 	case *network.EventLoadingFailed:
-		if !e.Canceled {
+		if !e.Canceled && !p.mayHaveFailed(e.RequestID) {
 			p.problem("request failed: %s %s %v", e.Type, e.ErrorText, e.BlockedReason)
 		}
 	}
@@ -407,7 +485,13 @@ const byText = (text, scope) => {
 // body is a JavaScript expression over the helpers that yields a boolean.
 func (p *Page) waitJS(what, body string) {
 	p.t.Helper()
-	deadline := time.Now().Add(actionTimeout)
+	p.waitJSWithin(what, body, actionTimeout)
+}
+
+// waitJSWithin is waitJS with its own bound.
+func (p *Page) waitJSWithin(what, body string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
 	expr := "(() => {" + helpersJS + "return !!(" + body + ");})()"
 	for {
 		// A page that navigates away while the condition is evaluated
@@ -421,7 +505,7 @@ func (p *Page) waitJS(what, body string) {
 			if err != nil {
 				what += fmt.Sprintf(" (last evaluation: %v)", err)
 			}
-			p.t.Fatalf("%s: waited %v for %s\npage text:\n%s", p.name, actionTimeout, what, p.textForError())
+			p.t.Fatalf("%s: waited %v for %s\npage text:\n%s", p.name, within, what, p.textForError())
 		}
 		time.Sleep(pollInterval)
 	}
@@ -554,6 +638,31 @@ func (p *Page) WaitURL(re string) {
 	p.waitJS("an address matching "+re, fmt.Sprintf("new RegExp(%s).test(location.href)", jsString(re)))
 }
 
+// WaitTrue waits until the JavaScript expression expr (over the page's
+// own globals) is true, for at most within: a state of the page's script,
+// such as an SDK's log of events, that may take longer than one action.
+func (p *Page) WaitTrue(what, expr string, within time.Duration) {
+	p.t.Helper()
+	p.waitJSWithin(what, expr, within)
+}
+
+// SetPermission sets a browser permission (a PermissionDescriptor name:
+// "camera", "microphone", "display-capture", …) of this page's browser
+// context to "granted", "denied" or "prompt", as a person's answer to the
+// browser's prompt would; it holds for the context's later requests.
+func (p *Page) SetPermission(name string, setting browser.PermissionSetting) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, actionTimeout)
+	defer cancel()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+		Permission:       &browser.PermissionDescriptor{Name: name},
+		Setting:          setting,
+		BrowserContextID: chromedp.FromContext(p.ctx).BrowserContextID,
+	}); err != nil {
+		p.t.Fatalf("%s: setting permission %s to %s: %v", p.name, name, setting, err)
+	}
+}
+
 // URL is the page's address.
 func (p *Page) URL() string {
 	var s string
@@ -601,10 +710,11 @@ func (p *Page) Storage() map[string]string {
 // sideways).
 func (p *Page) Visit(name string) {
 	p.t.Helper()
-	p.b.mu.Lock()
-	p.b.seq++
-	n := p.b.seq
-	p.b.mu.Unlock()
+	shots := p.b.shots
+	shots.mu.Lock()
+	shots.seq++
+	n := shots.seq
+	shots.mu.Unlock()
 	for _, w := range []int64{PhoneWidth, DesktopWidth} {
 		p.run("set the viewport", chromedp.EmulateViewport(w, viewHeight))
 		// Two animation frames: the layout at the new width is drawn.
@@ -615,7 +725,7 @@ func (p *Page) Visit(name string) {
 		if err != nil {
 			p.t.Fatalf("%s: screenshot %s: %v", p.name, name, err)
 		}
-		file := filepath.Join(p.b.shots, fmt.Sprintf("%02d-%s-%s-%d.png", n, unsafeName.ReplaceAllString(p.name, "_"), unsafeName.ReplaceAllString(name, "_"), w))
+		file := filepath.Join(shots.path, fmt.Sprintf("%02d-%s-%s-%d.png", n, unsafeName.ReplaceAllString(p.name, "_"), unsafeName.ReplaceAllString(name, "_"), w))
 		if err := os.WriteFile(file, png, 0o644); err != nil {
 			p.t.Fatalf("writing %s: %v", file, err)
 		}

@@ -25,8 +25,48 @@ type Gate struct {
 // Wrap returns a gate over fs, open (syncs pass).
 func Wrap(fs vfs.FS) *Gate {
 	g := &Gate{waiting: make(chan struct{}, 1)}
-	g.FS = errorfs.Wrap(fs, errorfs.InjectorFunc(g.maybeWait))
+	g.FS = recycledFS{FS: errorfs.Wrap(fs, errorfs.InjectorFunc(g.maybeWait)), g: g}
 	return g
+}
+
+// recycledFS gates the WAL files Pebble recycles too: errorfs injects
+// into the files it creates and opens, but hands a reused file back
+// bare, and Pebble reuses an obsolete WAL file for each new WAL once it
+// has one (after the first memtable flush). Without this, the syncs of
+// every WAL after the first would pass a held gate.
+type recycledFS struct {
+	vfs.FS
+	g *Gate
+}
+
+func (fs recycledFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil {
+		return nil, err
+	}
+	return recycledFile{File: f, path: newname, g: fs.g}, nil
+}
+
+// recycledFile is a reused file whose syncs pass the gate.
+type recycledFile struct {
+	vfs.File
+	path string
+	g    *Gate
+}
+
+func (f recycledFile) Sync() error {
+	_ = f.g.maybeWait(errorfs.Op{Kind: errorfs.OpFileSync, Path: f.path})
+	return f.File.Sync()
+}
+
+func (f recycledFile) SyncData() error {
+	_ = f.g.maybeWait(errorfs.Op{Kind: errorfs.OpFileSyncData, Path: f.path})
+	return f.File.SyncData()
+}
+
+func (f recycledFile) SyncTo(length int64) (bool, error) {
+	_ = f.g.maybeWait(errorfs.Op{Kind: errorfs.OpFileSyncTo, Path: f.path})
+	return f.File.SyncTo(length)
 }
 
 // Hold makes every WAL sync that starts from now on wait until Release.

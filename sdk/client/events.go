@@ -44,11 +44,14 @@ func knownEvent(name string) bool {
 // (spec 6).
 type Quality string
 
-// Quality levels. The SDK derives them from the round trip of its
-// heartbeat pings: excellent below 150 ms, good below 400 ms, poor above
-// that or when a pong is late, lost while no pong has come for half the
-// media node's heartbeat timeout or while the connection is down; unknown
-// before the first measurement.
+// Quality levels. With Media (WithMedia) they are the media node's measure
+// of the media path (loss, round trip and jitter from RTCP; see
+// docs/media-protocol.md, Connection quality), and lost while the
+// connection is down or the node silent. Without Media the SDK derives
+// them from the round trip of its heartbeat pings: excellent below 150 ms,
+// good below 400 ms, poor above that or when a pong is late, lost while no
+// pong has come for half the media node's heartbeat timeout or while the
+// connection is down. unknown before the first measurement.
 const (
 	QualityUnknown   Quality = "unknown"
 	QualityExcellent Quality = "excellent"
@@ -64,22 +67,42 @@ type Participant struct {
 	ID    string          `json:"participant_id"`
 	Role  string          `json:"role"`
 	State json.RawMessage `json:"state"`
+	// Tracks are what the participant publishes (with media), and
+	// Speaking says it is the room's active speaker.
+	Tracks   []TrackInfo `json:"tracks,omitempty"`
+	Speaking bool        `json:"speaking,omitempty"`
+}
+
+// TrackInfo is one track a participant publishes.
+type TrackInfo struct {
+	TrackID string `json:"track_id"`
+	Source  string `json:"source"` // microphone, camera or screen_share
+	Kind    string `json:"kind"`   // audio or video
+	Layers  int    `json:"layers"` // simulcast encodings arrived (1 without simulcast)
 }
 
 // clone returns a copy whose State shares nothing with p's, so a handler or
 // a caller of Participants cannot change the session's own copy.
 func (p Participant) clone() *Participant {
 	p.State = bytes.Clone(p.State)
+	p.Tracks = append([]TrackInfo(nil), p.Tracks...)
 	return &p
 }
 
-// Track is a media track. The reference media node carries no media, so
-// this version never emits track events with it; the type and the event
-// names exist so applications can be written against the contract.
+// Track is a media track another participant publishes, received through
+// the session's Media (track.subscribed, track.unsubscribed).
 type Track struct {
-	ID            string
-	Kind          string // "audio", "video" or "screen_share"
-	ParticipantID string
+	ID            string // the media node's track ID (tr_…)
+	Kind          string // "audio" or "video"
+	ParticipantID string // its publisher
+	// Reason says why a track was unsubscribed: "unpublished" (its
+	// publisher stopped it or left), "unsubscribed" (Unsubscribe), or
+	// "reconnecting" (this session's connection dropped; the track comes
+	// back as a new track.subscribed once it is up again).
+	Reason string
+	// Remote is the Media's handle to read the track: a
+	// *webrtc.TrackRemote with package rtc.
+	Remote any
 }
 
 // Event is one event. Name says which; the other fields are set as listed

@@ -57,7 +57,7 @@ func TestParticipantStateIsCopied(t *testing.T) {
 		}
 		got <- struct{}{}
 	})
-	s.remoteUpdated("p1", json.RawMessage(`{"a":1}`))
+	s.remoteUpdated("p1", json.RawMessage(`{"a":1}`), nil, false)
 	await(t, "participant.updated delivered", got)
 	ps := s.Participants()
 	if string(ps[0].State) != `{"a":1}` {

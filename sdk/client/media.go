@@ -11,9 +11,12 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// mediaProtocol is the media node protocol version this SDK speaks
-// (docs/media-protocol.md).
-const mediaProtocol = 1
+// Media node protocol versions this SDK speaks (docs/media-protocol.md):
+// presence only, and with WebRTC media (a Session WithMedia).
+const (
+	mediaProtocol      = 1
+	mediaProtocolMedia = 2
+)
 
 // Socket-level timeouts. They run on real time (the network poller knows no
 // other clock).
@@ -37,6 +40,9 @@ type serverMessage struct {
 	HeartbeatTimeoutMS  int64           `json:"heartbeat_timeout_ms"`
 	Participants        []Participant   `json:"participants"`
 	Participant         *Participant    `json:"participant"`
+	Tracks              []TrackInfo     `json:"tracks"`
+	Speaking            bool            `json:"speaking"`
+	ICEServers          []ICEServer     `json:"ice_servers"`
 	State               json.RawMessage `json:"state"`
 	Reason              string          `json:"reason"`
 	Code                string          `json:"code"`
@@ -128,7 +134,11 @@ func (s *Session) dialJoin(ctx context.Context, endpoint, mediaToken string) (*m
 		return nil, err
 	}
 	mc := &mediaConn{ws: ws, stop: make(chan struct{}), readerDone: make(chan struct{})}
-	if err := mc.write(ctx, map[string]any{"type": "join", "media_token": mediaToken, "protocol": mediaProtocol}); err != nil {
+	protocol := mediaProtocol
+	if s.cfg.media != nil {
+		protocol = mediaProtocolMedia
+	}
+	if err := mc.write(ctx, map[string]any{"type": "join", "media_token": mediaToken, "protocol": protocol}); err != nil {
 		return fail(err)
 	}
 	for {
@@ -173,8 +183,18 @@ func (s *Session) dialJoin(ctx context.Context, endpoint, mediaToken string) (*m
 
 // read is the connection's reader: it turns frames into state and events
 // until the socket ends. It never blocks on handlers (events are queued).
+// With a Media, it attaches it first and hands it the media messages.
 func (s *Session) read(mc *mediaConn) {
 	defer close(mc.readerDone)
+	var link *mediaLink
+	if m := s.cfg.media; m != nil && mc.joined.Protocol >= mediaProtocolMedia {
+		link = &mediaLink{s: s, mc: mc}
+		m.Attach(link)
+		defer func() {
+			link.detach()
+			m.Detach()
+		}()
+	}
 	timeout := mc.heartbeatTimeout()
 	for {
 		// A node that has sent nothing (not even a pong) for its own
@@ -206,12 +226,19 @@ func (s *Session) read(mc *mediaConn) {
 				s.remoteJoined(*m.Participant)
 			}
 		case "participant.updated":
-			s.remoteUpdated(m.ParticipantID, m.State)
+			s.remoteUpdated(m.ParticipantID, m.State, m.Tracks, m.Speaking)
+		case "connection.quality":
+			if q, ok := parseQuality(data); ok {
+				s.setQuality(q, 0)
+			}
 		case "participant.left":
 			s.remoteLeft(m.ParticipantID, m.Reason)
 		case "error":
 			mc.mediaErr = &mediaError{code: m.Code, message: m.Message}
 		default:
+			if link != nil && mediaMessageTypes[m.Type] {
+				s.cfg.media.Handle(m.Type, data)
+			}
 			// Additive protocol changes may add message types a client
 			// may ignore.
 		}

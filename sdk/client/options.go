@@ -19,6 +19,8 @@ type config struct {
 	reconnect  ReconnectPolicy
 	platform   string
 	handlers   []namedHandler
+	media      Media       // nil: presence only (protocol 1)
+	iceServers []ICEServer // added to the node's
 }
 
 type namedHandler struct {

@@ -504,14 +504,17 @@ func (s *Session) remoteJoined(p Participant) {
 	s.emitLocked(Event{Name: EventParticipantJoined, Participant: p.clone()})
 }
 
-func (s *Session) remoteUpdated(id string, state json.RawMessage) {
+func (s *Session) remoteUpdated(id string, state json.RawMessage, tracks []TrackInfo, speaking bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if id == s.participant {
+		return // the node confirming this participant's own tracks
+	}
 	p, ok := s.participants[id]
 	if !ok {
 		p = Participant{ID: id}
 	}
-	p.State = state
+	p.State, p.Tracks, p.Speaking = state, tracks, speaking
 	p = normalize(p)
 	s.participants[id] = p
 	s.emitLocked(Event{Name: EventParticipantUpdated, Participant: p.clone()})
@@ -549,6 +552,9 @@ func (s *Session) pong(ts *int64) {
 	if !pending || ts == nil || *ts != sent.UnixMilli() {
 		return // not the answer to the outstanding ping
 	}
+	if s.cfg.media != nil {
+		return // with media, quality is the node's measure of the media path
+	}
 	rtt := now.Sub(sent)
 	if rtt < 0 {
 		rtt = 0
@@ -569,6 +575,9 @@ func (s *Session) checkLatePong(now time.Time, interval, lostAfter time.Duration
 	s.mu.Lock()
 	pending, since := s.pongPending, now.Sub(s.lastPingAt)
 	s.mu.Unlock()
+	if s.cfg.media != nil && since < lostAfter {
+		return // with media, the node grades quality; a silent node is still lost
+	}
 	switch {
 	case !pending:
 	case since >= lostAfter:

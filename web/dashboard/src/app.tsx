@@ -10,6 +10,7 @@ import { AccountPage } from "./pages/account";
 import { ApiKeysPage } from "./pages/apikeys";
 import { ProjectAuditPage, WorkspaceAuditPage } from "./pages/audit";
 import { BillingPage, TopupReturnPage } from "./pages/billing";
+import { CallPage } from "./pages/call";
 import { LimitsPage } from "./pages/limits";
 import { ProjectsPage } from "./pages/projects";
 import { RoomPage } from "./pages/room";
@@ -32,6 +33,7 @@ type WorkspacePage = (p: { scope: WorkspaceScope; params: Record<string, string>
 const projectPages: [string, ProjectPage][] = [
   ["/p/:project/rooms", (p) => <RoomsPage scope={p.scope} />],
   ["/p/:project/rooms/:room", (p) => <RoomPage scope={p.scope} roomId={p.params["room"] ?? ""} />],
+  ["/p/:project/rooms/:room/call", (p) => <CallPage scope={p.scope} roomId={p.params["room"] ?? ""} />],
   ["/p/:project/usage", (p) => <UsagePage scope={p.scope} />],
   ["/p/:project/api-keys", (p) => <ApiKeysPage scope={p.scope} />],
   ["/p/:project/webhooks", (p) => <WebhooksPage scope={p.scope} />],

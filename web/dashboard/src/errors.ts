@@ -2,6 +2,7 @@
 // the bound); this adds what it means for the person and what to do, for
 // the codes and reasons a dashboard action can meet.
 
+import { RtcError, type ErrorCode } from "@rtcd/web";
 import { ApiError, networkErrorCode } from "./api";
 
 const byReason: Record<string, string> = {
@@ -50,6 +51,27 @@ const byCode: Record<string, string> = {
   internal_error: "Something went wrong on the server.",
 };
 
+/** The web SDK's errors (the call page) in words, by their spec 7 code. */
+const byCallCode: Partial<Record<ErrorCode, string>> = {
+  authentication_failed: "The participant token was refused. Join again.",
+  token_expired: "The participant token expired. Join again.",
+  room_not_found: "This room does not exist in the project.",
+  room_ended: "This room has ended.",
+  participant_limit_reached: "The room is full.",
+  permission_denied: "This participant may not do that (its role), or it was removed from the room.",
+  device_not_found: "No camera or microphone was found.",
+  device_in_use: "The camera or microphone is in use by another program, or could not be started.",
+  media_permission_denied: "The browser was not allowed to use the camera or microphone. Allow them for this site and try again.",
+  connection_failed: "The media server could not be reached.",
+  connection_lost: "The connection to the call was lost.",
+  network_unavailable: "The server could not be reached.",
+  service_unavailable: "The media service is busy or restarting. Try again shortly.",
+  unsupported_platform: "This browser cannot hold a call here (WebRTC, or camera access on a page that is not https).",
+  insufficient_credit: "The workspace is out of credit. Top up to continue.",
+  rate_limited: "Too many joins in a short time. Wait a moment and try again.",
+  timeout: "Joining took too long. Try again.",
+};
+
 /** Input the page refuses before sending anything: its message is the summary. */
 export class InputError extends Error {
   constructor(message: string) {
@@ -64,6 +86,12 @@ export function describe(err: unknown): { summary: string; message: string; requ
   if (err instanceof ApiError) {
     const summary = byReason[err.reason] ?? byCode[err.code] ?? "The request was refused.";
     return { summary, message: err.message, requestId: err.requestId };
+  }
+  if (err instanceof RtcError) {
+    const summary = byCallCode[err.code] ?? "The call failed.";
+    const rid = err.debug["request_id"];
+    const wait = err.retryAfter ? ` (wait ${err.retryAfter} s)` : "";
+    return { summary: summary + wait, message: err.message, requestId: typeof rid === "string" ? rid : "" };
   }
   return { summary: "Something went wrong in the dashboard.", message: String(err), requestId: "" };
 }

@@ -25,6 +25,7 @@ import {
   useAsync,
   useInterval,
 } from "../ui";
+import { callPath } from "./call";
 import { parseMetadata } from "./rooms";
 
 const refreshMs = 3000;
@@ -199,9 +200,19 @@ export function RoomPage({ scope, roomId }: { scope: ProjectScope; roomId: strin
         subtitle={r ? <code>{r.id}</code> : undefined}
         actions={
           r &&
-          can.manageRooms(scope.role) &&
           (r.status === "waiting" || r.status === "active") && (
-            <ConfirmButton danger action="delete-room" label="Delete room" confirm="Delete this room? Everyone in it is disconnected." busy={del.busy} onConfirm={() => del.run()} />
+            <>
+              {can.manageParticipants(scope.role) && (
+                // A plain link, not the in-page router: the call page's
+                // document needs its own policies (camera, microphone).
+                <a class="btn" href={callPath(pid, r.id)}>
+                  Join in browser
+                </a>
+              )}
+              {can.manageRooms(scope.role) && (
+                <ConfirmButton danger action="delete-room" label="Delete room" confirm="Delete this room? Everyone in it is disconnected." busy={del.busy} onConfirm={() => del.run()} />
+              )}
+            </>
           )
         }
       />

@@ -1,0 +1,43 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// RateLimitNames are the named rate limits rtcd enforces (the limit_name of
+// their 429 details, docs/api.md), the limit label of
+// rtcd_rate_limit_rejections_total.
+var RateLimitNames = []string{
+	"connect_requests_per_minute",
+	"connect_per_ip_per_minute",
+	"room_creates_per_minute",
+	"participant_creates_per_minute",
+	"api_key_creates_per_minute",
+	"webhook_endpoint_creates_per_minute",
+	"topup_creates_per_minute",
+	"sign_in_starts_per_ip_per_minute",
+	"sign_in_attempts_per_ip_per_minute",
+	"invitations_per_hour_per_account",
+	"invitations_per_hour_per_user",
+	"sign_in_mails_per_address_per_hour",
+}
+
+// RateLimits counts refusals by rate limits, where the owner of the limit
+// decides them.
+type RateLimits struct {
+	rejections *prometheus.CounterVec
+}
+
+func newRateLimits(r *prometheus.Registry) *RateLimits {
+	l := &RateLimits{rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rtcd_rate_limit_rejections_total",
+		Help: "Requests refused by a rate limit (429, or a sign-in mail not sent), by limit name.",
+	}, []string{"limit"})}
+	for _, name := range RateLimitNames {
+		l.rejections.WithLabelValues(name)
+	}
+	r.MustRegister(l.rejections)
+	return l
+}
+
+// Rejected counts one refusal by the limit named name (a name of
+// RateLimitNames: the callers pass constants).
+func (l *RateLimits) Rejected(name string) { l.rejections.WithLabelValues(name).Inc() }
