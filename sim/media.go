@@ -26,6 +26,10 @@ type mediaNode struct {
 	// serving is the session served for each participant (room/participant).
 	serving map[string]string
 	answers []nodeAnswer
+	// durableWait is set while the simulation waits for a durable point:
+	// only then do batches become durable, so an admission at any other
+	// time is of a join recorded before (or of one not durable: a bug).
+	durableWait bool
 	// context reads, when a room refuses a join, what the refusal must
 	// rest on (the caps and the credit gate, as published then).
 	context func(roomID string) refusalContext
@@ -40,6 +44,7 @@ type nodeAnswer struct {
 	room, participant, session string
 	code                       string
 	at                         refusalContext
+	outsideDurableWait         bool // an admission while no batch became durable
 }
 
 // refusalContext is what the gates published when a room refused a join.
@@ -96,6 +101,13 @@ func (m *mediaNode) takeAnswers() []nodeAnswer {
 	return out
 }
 
+// waitingForDurable marks the simulation's waits for a durable point.
+func (m *mediaNode) waitingForDurable(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.durableWait = on
+}
+
 func (m *mediaNode) kill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -143,7 +155,7 @@ func (m *mediaNode) AdmitSession(roomID, participantID, sessionID string) {
 	}
 	delete(m.waiting, sessionID)
 	m.serving[servingKey(roomID, participantID)] = sessionID // a newer session replaces the older socket
-	m.answers = append(m.answers, nodeAnswer{room: roomID, participant: participantID, session: sessionID})
+	m.answers = append(m.answers, nodeAnswer{room: roomID, participant: participantID, session: sessionID, outsideDurableWait: !m.durableWait})
 }
 
 // CloseSession refuses a join the node holds, or ends the session it

@@ -881,6 +881,8 @@ func contains(s []string, x string) bool {
 //     (issued before the last crash, its reservation lost), or it was the
 //     session the room records as joined (a repeated report): a stale
 //     media token never gets in;
+//   - a session is admitted only once its join is durable: at a durable
+//     point, or recorded at an earlier one;
 //   - the latest session of a participant is never refused as superseded:
 //     an acknowledged connect can always join or reconnect, and is refused
 //     only for a reason that holds then: the room or the project full, the
@@ -906,6 +908,9 @@ func (w *world) takeMediaAnswers() {
 		latest := p.latest()
 		switch a.code {
 		case "":
+			if a.outsideDurableWait && !w.durablyJoined(p, a.session) {
+				w.fail("participant %s: its session %s was admitted before its join was durable", p.id, a.session)
+			}
 			if later := w.staleJoins[a.session]; later != "" {
 				w.fail("participant %s joined with its session %s, though its room knew its later session %s", p.id, a.session, later)
 			}
@@ -941,6 +946,21 @@ func (w *world) recordedJoined(p *simPart, session string) bool {
 	}
 	var s roomSnap
 	if err := decodeStrict(w.rt.readState(n.node), &s); err != nil {
+		w.fail("the state of room %s does not decode as the simulation reads it (update sim/check.go): %v", p.room, err)
+	}
+	q := s.Participants[p.id]
+	return q != nil && q.Status == room.ParticipantJoined && q.SessionID == session
+}
+
+// durablyJoined reports whether p's room recorded p as joined with
+// session at the last durable point.
+func (w *world) durablyJoined(p *simPart, session string) bool {
+	state, ok := w.durable[room.Journal(p.room)]
+	if !ok {
+		return false
+	}
+	var s roomSnap
+	if err := decodeStrict(state, &s); err != nil {
 		w.fail("the state of room %s does not decode as the simulation reads it (update sim/check.go): %v", p.room, err)
 	}
 	q := s.Participants[p.id]

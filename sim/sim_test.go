@@ -82,13 +82,16 @@ func TestSameSeedSameTrace(t *testing.T) {
 	}
 }
 
+// plantedBugs are the bugs the simulation plants (internal/simbug).
+var plantedBugs = []simbug.Bug{simbug.ReplyBeforeSync, simbug.DoubleApply, simbug.CapOffByOne, simbug.StaleJoin}
+
 // seedsToCatch bounds how many seeds a planted bug may go unnoticed.
 const seedsToCatch = 1000
 
 // Each planted bug is caught within seedsToCatch seeds, by a seed that
 // passes without it. How many seeds each took is docs/testing.md's table.
 func TestPlantedBugsAreCaught(t *testing.T) {
-	for _, bug := range []simbug.Bug{simbug.ReplyBeforeSync, simbug.DoubleApply, simbug.CapOffByOne} {
+	for _, bug := range plantedBugs {
 		t.Run(bug.String(), func(t *testing.T) {
 			caught := func() (int64, error) {
 				restore := simbug.Plant(bug)
@@ -123,7 +126,7 @@ func TestMeasurePlantedBugs(t *testing.T) {
 	if n <= 0 {
 		n = seedsToCatch
 	}
-	for _, bug := range []simbug.Bug{simbug.ReplyBeforeSync, simbug.DoubleApply, simbug.CapOffByOne} {
+	for _, bug := range plantedBugs {
 		restore := simbug.Plant(bug)
 		caught, first := 0, int64(0)
 		kinds := map[string]int{}
@@ -154,6 +157,9 @@ func failureKind(msg string) string {
 		return "money"
 	case strings.Contains(msg, "webhook"), strings.Contains(msg, "deliver"), strings.Contains(msg, "outbox"):
 		return "webhooks"
+	case strings.Contains(msg, "joined with its session"), strings.Contains(msg, "admitted"), strings.Contains(msg, "refused"),
+		strings.Contains(msg, "media node serves"), strings.Contains(msg, "reservation"):
+		return "admission"
 	}
 	return "other"
 }

@@ -397,10 +397,12 @@ func (w *world) durablePoint() { w.durablePointThen(nil) }
 // durablePointThen is durablePoint, running check while the store holds
 // exactly the durable state (before the answers set anything off).
 func (w *world) durablePointThen(check func()) {
+	w.rt.media.waitingForDurable(true)
 	w.gate.Release()
 	done := make(chan struct{})
 	w.store.AfterDurable(func() { close(done) })
 	<-done
+	w.rt.media.waitingForDurable(false)
 	// While the syncs pass: a WAL rotation (the memtable full) waits for
 	// the old WAL's syncs, and would wait forever for held ones.
 	if _, err := w.store.FlushIfWALOver(flushWALBytes); err != nil {

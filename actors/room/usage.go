@@ -5,6 +5,7 @@ import (
 
 	"rtcd/actors/core"
 	"rtcd/ids"
+	"rtcd/internal/simbug"
 	"rtcd/metrics"
 	"rtcd/money"
 	"rtcd/persistence"
@@ -119,7 +120,7 @@ func (a *roomActor) join(r MediaJoin) {
 		case cur.status == seatClosed:
 			a.refuseJoin(r, RefuseRemoved)
 			return
-		case !known && !r.IssuedAt.After(cur.issuedAt):
+		case !known && !r.IssuedAt.After(cur.issuedAt) && !simbug.Planted(simbug.StaleJoin): // the crash simulation's planted bug
 			a.refuseJoin(r, RefuseSessionSuperseded)
 			return
 		case r.SessionID == p.SessionID && p.Status == ParticipantLeft:

@@ -26,6 +26,10 @@ const (
 	// reservation, or a join re-checked after its reservation was lost)
 	// when the room already holds max_participants.
 	CapOffByOne
+	// StaleJoin: a room admits a media join whose session is older than
+	// the participant's latest known one (the defect of issue 15: a
+	// participant that connected twice joins with the older token).
+	StaleJoin
 )
 
 // String names the bug as the simulation's tests and report do.
@@ -37,6 +41,8 @@ func (b Bug) String() string {
 		return "double-apply"
 	case CapOffByOne:
 		return "cap-off-by-one"
+	case StaleJoin:
+		return "stale-join"
 	}
 	return "none"
 }
