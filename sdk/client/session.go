@@ -339,7 +339,10 @@ func endReason(e *Error) string {
 		return ReasonRoomEnded
 	case e.Debug["media_code"] == mediaRemoved || e.Debug["api_code"] == "participant_not_found":
 		return ReasonRemoved
-	case e.Debug["media_code"] == mediaReplaced:
+	case e.Debug["media_code"] == mediaReplaced || e.Debug["media_code"] == mediaSessionSuperseded:
+		// A newer connect session of the participant took over before or
+		// after this one joined: for the app it is the same as a newer
+		// connection replacing this one.
 		return ReasonReplaced
 	}
 	return ""

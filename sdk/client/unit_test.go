@@ -294,6 +294,15 @@ func TestClassifyMedia(t *testing.T) {
 			t.Errorf("%s: message %q debug %v", code, e.Message, e.Debug)
 		}
 	}
+	// The session ends as "replaced" for both ways a newer session takes
+	// over: a newer connection on the node, a newer connect recorded by
+	// the control plane.
+	for _, code := range []string{mediaReplaced, mediaSessionSuperseded} {
+		_, e := classifyMedia(&mediaError{code: code, closeCode: 4999})
+		if got := endReason(e); got != ReasonReplaced {
+			t.Errorf("%s: end reason %q, want %q", code, got, ReasonReplaced)
+		}
+	}
 	if len(mediaCodeOfClose) != 14 {
 		t.Fatalf("%d close codes, want the protocol's 14", len(mediaCodeOfClose))
 	}
