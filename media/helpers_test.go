@@ -74,6 +74,24 @@ func (r *recorder) nextLeave(t *testing.T) LeaveReport {
 	return l
 }
 
+// joinOf skips reports until the join report of session (cs_<session>).
+func (r *recorder) joinOf(t *testing.T, session string) JoinReport {
+	t.Helper()
+	for {
+		if j, ok := r.next(t).(JoinReport); ok && j.SessionID == "cs_"+session {
+			return j
+		}
+	}
+}
+
+// admit answers the join report of session as the control plane does
+// when it recorded the join.
+func (tn *testNode) admit(t *testing.T, session string) {
+	t.Helper()
+	j := tn.rec.joinOf(t, session)
+	tn.node.AdmitSession(j.RoomID, j.ParticipantID, j.SessionID)
+}
+
 // none checks that no report is waiting. Reports are made before the
 // messages about the same change are queued, so after a client has seen a
 // message this is exact.
@@ -93,6 +111,9 @@ type testNode struct {
 	clock *clock.Fake
 	rec   *recorder
 	keys  auth.Keys
+	// awaitAdmission: the node waits for the control plane's answer to
+	// each join, and the test helpers that join (joinRTC) give it.
+	awaitAdmission bool
 }
 
 func newTestNode(t *testing.T, mutate func(*NodeConfig)) *testNode {
@@ -106,6 +127,7 @@ func newTestNode(t *testing.T, mutate func(*NodeConfig)) *testNode {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	tn.awaitAdmission = cfg.AwaitAdmission
 	tn.node, err = NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)

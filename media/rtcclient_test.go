@@ -153,6 +153,9 @@ func (tn *testNode) joinRTC(t *testing.T, name, room, participant, session, role
 	c := &rtcClient{t: t, name: name, ws: ws, api: api, events: make(chan v2Msg, 1024), done: make(chan struct{}),
 		received: make(map[string]*recvTrack), remotes: make(map[string]*webrtc.TrackRemote)}
 	c.write(map[string]any{"type": "join", "media_token": tn.tokenAs(room, participant, session, role), "protocol": 2})
+	if tn.awaitAdmission {
+		tn.admit(t, session)
+	}
 	_ = ws.SetReadDeadline(time.Now().Add(testWaitSeconds * time.Second))
 	if err := ws.ReadJSON(&c.joined); err != nil || c.joined.Type != typeJoined {
 		t.Fatalf("%s: join: %+v %v", name, c.joined, err)

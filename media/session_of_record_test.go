@@ -1,8 +1,11 @@
 package media
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // stalled checks that a subscriber's highest counter for tag stays put
@@ -134,4 +137,63 @@ func TestMediaShutdownTellsClientsToReconnect(t *testing.T) {
 		t.Fatal("tags differ between the runs")
 	}
 	pump(t, []*rtcClient{pub2}, 1000, "the tracks to flow after the restart", func() bool { return sub2.highest(tag) >= 1000 })
+}
+
+// TestMediaOnlyForTheSessionOfRecord: on a node that awaits the control
+// plane's answer to each join (as rtcd serve runs its node), real tracks
+// reach only sockets the control plane recorded as joined. A socket whose
+// join is still unanswered, or was refused, gets no copy of any track; a
+// joined subscriber or publisher whose session the control plane closes
+// (a newer session was recorded) stops receiving or being forwarded at
+// once.
+func TestMediaOnlyForTheSessionOfRecord(t *testing.T) {
+	tn := newWebRTCNode(t, func(c *NodeConfig) { c.AwaitAdmission = true })
+	pub, sub, tag, counter := callOf(t, tn, "1")
+	if n := tn.node.rtc.copiesOf("room_1"); n != 1 {
+		t.Fatalf("%d copies of the camera, want the admitted subscriber's", n)
+	}
+
+	// A join the control plane has not answered yet: no copy while the
+	// publisher sends, and none once it is refused.
+	waiting := tn.dial(t)
+	waiting.send(map[string]any{"type": "join", "media_token": tn.tokenAs("1", "w", "w", "subscriber"), "protocol": 2})
+	tn.rec.joinOf(t, "w")
+	start := counter
+	counter = pump(t, []*rtcClient{pub}, counter, "the call to go on", func() bool { return sub.highest(tag) >= start+20 })
+	if n := tn.node.rtc.copiesOf("room_1"); n != 1 {
+		t.Fatalf("%d copies of the camera while a join waits for its answer, want 1", n)
+	}
+	tn.node.CloseSession("room_1", "part_w", "cs_w", CodeParticipantLimitReached)
+	if m := waiting.expect(typeError); m.Code != CodeParticipantLimitReached || m.Protocol != protocolMedia {
+		t.Fatalf("the refused join was answered %+v", m)
+	}
+	var ce *websocket.CloseError
+	if _, err := waiting.read(); !errors.As(err, &ce) || ce.Code != CloseParticipantLimitReached {
+		t.Fatalf("the refused join's socket ended with %v, want close %d", err, CloseParticipantLimitReached)
+	}
+	if n := tn.node.rtc.copiesOf("room_1"); n != 1 {
+		t.Fatalf("%d copies of the camera after a refused join, want 1", n)
+	}
+
+	// The control plane closes the subscriber's session: nothing more
+	// reaches it.
+	tn.node.CloseSession("room_1", "part_sub1", "cs_sub1", CodeSessionSuperseded)
+	counter = stalled(t, "after the subscriber's session was closed", pub, counter, sub, tag)
+	if n := tn.node.rtc.copiesOf("room_1"); n != 0 {
+		t.Fatalf("%d copies of the camera once its only subscriber was closed", n)
+	}
+
+	// A newer subscriber gets the camera; then the control plane closes
+	// the publisher's session: nothing it sends is forwarded any more.
+	sub2 := tn.joinRTC(t, "sub1-2", "1", "sub1", "sub1-2", "subscriber", nil)
+	from := counter
+	counter = pump(t, []*rtcClient{pub}, counter, "the camera to reach the newer subscriber", func() bool { return sub2.highest(tag) > from })
+	tn.node.CloseSession("room_1", "part_pub1", "cs_pub1", CodeSessionSuperseded)
+	if m := sub2.next(typeTrackUnsubscribed, nil); m.ParticipantID != "part_pub1" {
+		t.Fatalf("track.unsubscribed = %+v", m)
+	}
+	stalled(t, "after the publisher's session was closed", pub, counter, sub2, tag)
+	if tn.node.rtc.hasRoom("room_1") && tn.node.rtc.copiesOf("room_1") != 0 {
+		t.Fatal("the closed publisher's track still has copies")
+	}
 }
