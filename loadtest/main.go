@@ -79,6 +79,10 @@ type config struct {
 	WebhookListen string
 	WebhookURL    string
 
+	WrkBin     string
+	WrkRounds  int
+	WrkThreads int
+
 	JSONPath string
 	Quiet    bool
 }
@@ -134,6 +138,9 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs.IntVar(&c.CreatePerRoom, "create-per-room", 4, "create: participants created in each room created")
 	fs.StringVar(&c.WebhookListen, "webhook-listen", "127.0.0.1:0", "mixed: address of the webhook receiver")
 	fs.StringVar(&c.WebhookURL, "webhook-url", "", "mixed: URL the server delivers to (default http://<webhook-listen>/webhook; a remote server needs --webhook-allow-private for it)")
+	fs.StringVar(&c.WrkBin, "wrk-bin", "wrk", "wrk: the wrk binary (Debian's package wrk)")
+	fs.IntVar(&c.WrkRounds, "wrk-rounds", 3, "wrk: rounds, each a baseline run then a connect run of -duration")
+	fs.IntVar(&c.WrkThreads, "wrk-threads", 1, "wrk: wrk's -t (its -c is -concurrency)")
 	fs.StringVar(&c.JSONPath, "json", "", "also write the report as JSON to this file")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	fs.StringVar(&serveBaselineAddr, "serve-baseline", "", "internal: serve the baseline on this address until stdin closes")
@@ -194,6 +201,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("-projects must be 1 to %d", maxProjects)
 	case c.JoinPerRoom < 1 || c.JoinPerRoom > mediaRoomCap:
 		return fmt.Errorf("-join-per-room must be 1 to %d", mediaRoomCap)
+	case c.WrkRounds < 1 || c.WrkRounds > maxWrkRounds:
+		return fmt.Errorf("-wrk-rounds must be 1 to %d", maxWrkRounds)
+	case c.WrkThreads < 1 || c.WrkThreads > maxWrkThreads || c.WrkThreads > c.Concurrency:
+		return fmt.Errorf("-wrk-threads must be 1 to %d and at most -concurrency", maxWrkThreads)
+	case slices.Contains(c.Scenarios, "wrk") && c.Duration < time.Second:
+		return fmt.Errorf("wrk: -duration must be at least 1s")
 	case c.PingInterval < 0:
 		return fmt.Errorf("-ping-interval must not be negative")
 	case c.CreatePerRoom < 0 || c.CreatePerRoom > maxPerRoomOps:

@@ -110,6 +110,13 @@ func writeScenarioText(w io.Writer, r *scenarioReport, b *baselineResult) {
 		writeMediaText(w, r)
 		return
 	}
+	if r.Wrk != nil {
+		writeWrkText(w, r)
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "note      %s\n", n)
+		}
+		return
+	}
 	fmt.Fprintf(w, "load      %s, %.1f s\n", loadLine(r.Load), r.Load.ElapsedSec)
 	writeOpsTable(w, r.Load)
 	if j := r.Join; j != nil {

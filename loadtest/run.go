@@ -22,6 +22,7 @@ type scenarioReport struct {
 	Join        *joinFigures    `json:"join,omitempty"`
 	Webhooks    *webhookFigures `json:"webhooks,omitempty"`
 	Media       *mediaFigures   `json:"media,omitempty"`
+	Wrk         *wrkFigures     `json:"wrk,omitempty"`
 	// MediaBaseline is the same calls through a plain pion forwarder.
 	MediaBaseline *mediaFigures `json:"media_baseline,omitempty"`
 	Notes         []string      `json:"notes,omitempty"`
@@ -138,6 +139,8 @@ func runScenario(ctx context.Context, cfg *config, t *target, name, hotspot stri
 		r.Description = fmt.Sprintf("POST /v1/connect then a media WebSocket joined and held (ping), %d per room", cfg.JoinPerRoom)
 	case "connect":
 		r.Description = "POST /v1/connect over every prepared participant, round-robin"
+	case "wrk":
+		r.Description = "POST /v1/connect over every prepared participant, round-robin, by Debian's wrk with a Lua script, alternated with wrk against the baseline"
 	case "create":
 		nRooms, nParts = 0, 0
 		r.Description = fmt.Sprintf("POST /v1/rooms, then %d POST /v1/rooms/{id}/participants in it, repeated (durable writes)", cfg.CreatePerRoom)
@@ -151,7 +154,11 @@ func runScenario(ctx context.Context, cfg *config, t *target, name, hotspot stri
 	var f *fixture
 	if nRooms > 0 {
 		var err error
-		f, err = t.prepare(ctx, nProjects, nRooms, nParts, ttlSeconds(cfg.Duration, maxRoomTTL), ttlSeconds(cfg.Duration, maxParticipantTTL), progress)
+		loadFor := cfg.Duration
+		if name == "wrk" { // every round runs the baseline, then connect
+			loadFor *= time.Duration(2 * cfg.WrkRounds)
+		}
+		f, err = t.prepare(ctx, nProjects, nRooms, nParts, ttlSeconds(loadFor, maxRoomTTL), ttlSeconds(loadFor, maxParticipantTTL), progress)
 		if err != nil {
 			return nil, err
 		}
@@ -173,6 +180,8 @@ func runScenario(ctx context.Context, cfg *config, t *target, name, hotspot stri
 		spec.op = mixedOp(t, f, ips)
 	case "join":
 		return runJoin(ctx, cfg, t, f, ips, r, progress)
+	case "wrk":
+		return runWrkScenario(ctx, cfg, t, f, ips, r, progress)
 	}
 
 	var wh *webhookReceiver

@@ -40,10 +40,11 @@ const (
 	createdRoomTTL = 600
 )
 
-var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media"}
+var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk"}
 
-// heavyScenarios are left out of "all": they run only when named.
-var heavyScenarios = []string{"media"}
+// heavyScenarios are left out of "all": they run only when named (wrk
+// needs Debian's wrk and takes 2 × -wrk-rounds × -duration).
+var heavyScenarios = []string{"media", "wrk"}
 
 // synthIPs returns n distinct private addresses.
 func synthIPs(n int) []string {
