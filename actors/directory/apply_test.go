@@ -3,54 +3,43 @@ package directory
 import (
 	"fmt"
 	"reflect"
+	"rtcd/actors/core/coretest"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
 	"rtcd/actors/core"
+
+	"github.com/goccy/go-json"
 )
-
-// t0 is the instant the test's directory starts.
-var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-
-func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-
-// mustApply applies one event and fails the test if it does not apply.
-func mustApply(t *testing.T, s *State, e *directoryEvent) {
-	t.Helper()
-	if err := s.Apply(e); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // dirHash is a stand-in for a keyed token hash: 64 hex characters.
 func dirHash(n byte) string { return HashHex([32]byte{n}) }
 
 // directoryEvents is a history touching every kind of event, in an order
-// the directory could produce it. Times are seconds after t0.
+// the directory could produce it. Times are seconds after coretest.T0.
 func directoryEvents() []directoryEvent {
 	inv := func(id, acct, email, role string, hash byte, sec int) *Invitation {
 		return &Invitation{ID: id, AccountID: acct, Email: email, Role: role, Status: InvitationPending, Hash: dirHash(hash),
-			InvitedBy: "usr_alice", CreatedAt: at(sec), ExpiresAt: at(sec).Add(InvitationTTL)}
+			InvitedBy: "usr_alice", CreatedAt: coretest.At(sec), ExpiresAt: coretest.At(sec).Add(InvitationTTL)}
 	}
 	session := func(hash byte, user string, sec int) *Session {
-		return &Session{Hash: dirHash(hash), UserID: user, Method: "email", CreatedAt: at(sec),
-			ExpiresAt: at(sec).Add(SessionLifetime), LastSeenAt: at(sec)}
+		return &Session{Hash: dirHash(hash), UserID: user, Method: "email", CreatedAt: coretest.At(sec),
+			ExpiresAt: coretest.At(sec).Add(SessionLifetime), LastSeenAt: coretest.At(sec)}
 	}
 	link := func(hash byte, email string, invitation string, sec int) *SignInLink {
-		return &SignInLink{Hash: dirHash(hash), Email: email, InvitationHash: invitation, CreatedAt: at(sec), ExpiresAt: at(sec).Add(SignInLinkTTL)}
+		return &SignInLink{Hash: dirHash(hash), Email: email, InvitationHash: invitation, CreatedAt: coretest.At(sec), ExpiresAt: coretest.At(sec).Add(SignInLinkTTL)}
 	}
 	return []directoryEvent{
-		{UserCreated: &User{ID: "usr_alice", Email: "alice@example.com", CreatedAt: at(0)}},
-		{WorkspaceCreated: &workspaceCreated{ID: "acct_a", Name: "Alice's", CreatedAt: at(0)}},
-		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_alice", Role: RoleOwner, At: at(0)}},
+		{UserCreated: &User{ID: "usr_alice", Email: "alice@example.com", CreatedAt: coretest.At(0)}},
+		{WorkspaceCreated: &workspaceCreated{ID: "acct_a", Name: "Alice's", CreatedAt: coretest.At(0)}},
+		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_alice", Role: RoleOwner, At: coretest.At(0)}},
 		{ProjectAdded: &workspaceProject{AccountID: "acct_a", ProjectID: "prj_a1"}},
 		{SessionCreated: session(1, "usr_alice", 1)},
-		{SessionTouched: &sessionTouched{Hash: dirHash(1), At: at(120)}},
-		{SessionTouched: &sessionTouched{Hash: dirHash(1), At: at(60)}},  // older: ignored
-		{SessionTouched: &sessionTouched{Hash: dirHash(99), At: at(60)}}, // unknown: ignored
+		{SessionTouched: &sessionTouched{Hash: dirHash(1), At: coretest.At(120)}},
+		{SessionTouched: &sessionTouched{Hash: dirHash(1), At: coretest.At(60)}},  // older: ignored
+		{SessionTouched: &sessionTouched{Hash: dirHash(99), At: coretest.At(60)}}, // unknown: ignored
 		{InvitationCreated: inv("inv_bob", "acct_a", "bob@example.com", RoleAdmin, 10, 130)},
 		{InvitationCreated: inv("inv_carol", "acct_a", "carol@example.com", RoleMember, 11, 131)},
 		{InvitationCreated: inv("inv_dave", "acct_a", "dave@example.com", RoleMember, 12, 132)},
@@ -59,15 +48,15 @@ func directoryEvents() []directoryEvent {
 		// Bob signs in from his invitation: user, membership, invitation
 		// closed, link used, session, all in one batch.
 		{SignInLinksDropped: &signInLinksDropped{Hashes: []string{dirHash(20)}}},
-		{UserCreated: &User{ID: "usr_bob", Email: "bob@example.com", CreatedAt: at(150)}},
-		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_bob", Role: RoleAdmin, At: at(150)}},
-		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_bob", Status: InvitationAccepted, At: at(150), By: "usr_bob"}},
+		{UserCreated: &User{ID: "usr_bob", Email: "bob@example.com", CreatedAt: coretest.At(150)}},
+		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_bob", Role: RoleAdmin, At: coretest.At(150)}},
+		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_bob", Status: InvitationAccepted, At: coretest.At(150), By: "usr_bob"}},
 		{SessionCreated: session(2, "usr_bob", 150)},
-		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_carol", Status: InvitationRevoked, At: at(160)}},
+		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_carol", Status: InvitationRevoked, At: coretest.At(160)}},
 		// Erin signs up with Google: her own workspace.
-		{UserCreated: &User{ID: "usr_erin", Email: "erin@example.com", Name: "Erin", GoogleSubject: "g-erin", CreatedAt: at(170)}},
-		{WorkspaceCreated: &workspaceCreated{ID: "acct_e", Name: "My workspace", CreatedAt: at(170)}},
-		{MemberSet: &memberSet{AccountID: "acct_e", UserID: "usr_erin", Role: RoleOwner, At: at(170)}},
+		{UserCreated: &User{ID: "usr_erin", Email: "erin@example.com", Name: "Erin", GoogleSubject: "g-erin", CreatedAt: coretest.At(170)}},
+		{WorkspaceCreated: &workspaceCreated{ID: "acct_e", Name: "My workspace", CreatedAt: coretest.At(170)}},
+		{MemberSet: &memberSet{AccountID: "acct_e", UserID: "usr_erin", Role: RoleOwner, At: coretest.At(170)}},
 		{ProjectAdded: &workspaceProject{AccountID: "acct_e", ProjectID: "prj_e1"}},
 		{SessionCreated: session(3, "usr_erin", 170)},
 		{SessionCreated: session(4, "usr_erin", 171)},
@@ -77,10 +66,10 @@ func directoryEvents() []directoryEvent {
 		{WorkspaceRenamed: &workspaceRenamed{AccountID: "acct_a", Name: "Acme"}},
 		{ProjectAdded: &workspaceProject{AccountID: "acct_a", ProjectID: "prj_a2"}},
 		// Bob is made owner, then Alice invites Erin, Erin joins, leaves.
-		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_bob", Role: RoleOwner, At: at(200)}},
+		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_bob", Role: RoleOwner, At: coretest.At(200)}},
 		{InvitationCreated: inv("inv_erin", "acct_a", "erin@example.com", RoleMember, 13, 210)},
-		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_erin", Role: RoleMember, At: at(220)}},
-		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_erin", Status: InvitationAccepted, At: at(220), By: "usr_erin"}},
+		{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_erin", Role: RoleMember, At: coretest.At(220)}},
+		{InvitationClosed: &invitationClosed{AccountID: "acct_a", InvitationID: "inv_erin", Status: InvitationAccepted, At: coretest.At(220), By: "usr_erin"}},
 		{MemberRemoved: &memberRemoved{AccountID: "acct_a", UserID: "usr_erin"}},
 		// Logout of one of Erin's sessions, logout-all of Bob's, an unknown
 		// hash ended (idempotent), sweeps of links and old invitations.
@@ -168,7 +157,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	fromJournal := newState() // each event through its JSON, as recovery reads it
 	for i := range events {
 		before := string(core.Encode(&events[i]))
-		mustApply(t, live, &events[i])
+		coretest.MustApply(t, live, &events[i])
 		if after := string(core.Encode(&events[i])); after != before {
 			t.Fatalf("event %d: apply changed its event:\n%s\n%s", i, before, after)
 		}
@@ -176,7 +165,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 		if err := json.Unmarshal(core.Encode(&events[i]), &ev); err != nil {
 			t.Fatal(err)
 		}
-		mustApply(t, fromJournal, &ev)
+		coretest.MustApply(t, fromJournal, &ev)
 
 		// After every event: the snapshot round trip and the journal replay
 		// give the same state, the same indexes and the same roles.
@@ -243,20 +232,20 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	if a.Name != "Acme" || !reflect.DeepEqual(a.ProjectIDs, []string{"prj_a1", "prj_a2"}) {
 		t.Errorf("acct_a = %q %v", a.Name, a.ProjectIDs)
 	}
-	if len(a.Members) != 2 || a.Members["usr_bob"].Role != RoleOwner || a.Members["usr_bob"].JoinedAt != at(150) ||
+	if len(a.Members) != 2 || a.Members["usr_bob"].Role != RoleOwner || a.Members["usr_bob"].JoinedAt != coretest.At(150) ||
 		a.ownerCount() != 2 {
 		t.Errorf("acct_a members: %v", a.Members)
 	}
 	if _, ok := a.Members["usr_erin"]; ok {
 		t.Error("erin is still a member of acct_a")
 	}
-	if inv := a.Invitations["inv_bob"]; inv.ClosedAt != at(150) || inv.AcceptedBy != "usr_bob" {
+	if inv := a.Invitations["inv_bob"]; inv.ClosedAt != coretest.At(150) || inv.AcceptedBy != "usr_bob" {
 		t.Errorf("inv_bob = %+v", inv)
 	}
 	if _, ok := a.Invitations["inv_carol"]; ok {
 		t.Error("inv_carol was not dropped")
 	}
-	if ss := live.Sessions[dirHash(1)]; ss == nil || ss.LastSeenAt != at(120) {
+	if ss := live.Sessions[dirHash(1)]; ss == nil || ss.LastSeenAt != coretest.At(120) {
 		t.Errorf("alice's session = %+v: last seen must only move forward", ss)
 	}
 	if len(live.Sessions) != 2 || len(live.SignInLinks) != 0 {
@@ -273,7 +262,7 @@ func TestDirectoryApplyReplayAndIndex(t *testing.T) {
 	// Replaying the whole journal on a fresh state is deterministic.
 	again := newState()
 	for _, ev := range directoryEvents() {
-		mustApply(t, again, &ev)
+		coretest.MustApply(t, again, &ev)
 	}
 	if string(core.Encode(again)) != string(core.Encode(reloaded(t, again))) || dirIndexes(t, again) != want {
 		t.Error("a second replay differs")
@@ -291,8 +280,8 @@ func TestDirectoryIndexOfSparseSnapshot(t *testing.T) {
 	if s.Sessions == nil || s.SignInLinks == nil || s.Workspaces["acct_a"].Members == nil || s.Workspaces["acct_a"].Invitations == nil {
 		t.Fatal("index left a nil map")
 	}
-	mustApply(t, &s, &directoryEvent{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_a", Role: RoleOwner, At: t0}})
-	mustApply(t, &s, &directoryEvent{SessionCreated: &Session{Hash: dirHash(1), UserID: "usr_a", ExpiresAt: t0.Add(time.Hour)}})
+	coretest.MustApply(t, &s, &directoryEvent{MemberSet: &memberSet{AccountID: "acct_a", UserID: "usr_a", Role: RoleOwner, At: coretest.T0}})
+	coretest.MustApply(t, &s, &directoryEvent{SessionCreated: &Session{Hash: dirHash(1), UserID: "usr_a", ExpiresAt: coretest.T0.Add(time.Hour)}})
 	if s.byEmail["a@example.com"] != "usr_a" || len(s.userAccounts["usr_a"]) != 1 || len(s.userSessions["usr_a"]) != 1 {
 		t.Fatalf("indexes after apply: %s", dirIndexes(t, &s))
 	}

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"rtcd/actors/core/coretest"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	}
 	defer store.Close()
 	b := store.NewBatch()
-	first := Genesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: t0}, "acct_1", "Default workspace", "prj_1", t0)
+	first := Genesis(b, User{ID: "usr_1", Email: "o@example.com", CreatedAt: coretest.T0}, "acct_1", "Default workspace", "prj_1", coretest.T0)
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}

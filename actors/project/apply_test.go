@@ -3,49 +3,19 @@ package project
 import (
 	"bytes"
 	"fmt"
+	"rtcd/actors/core/coretest"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/scopes"
+
+	"github.com/goccy/go-json"
 )
 
-// t0 is the instant the test projects are created.
-var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-
-func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-
-// mustApply applies one event and fails the test if it does not apply.
-func mustApply[E any, S core.State[E]](t *testing.T, s S, e *E) {
-	t.Helper()
-	if err := s.Apply(e); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// offset renders a time as seconds after t0, or "-" for the zero time.
-func offset(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return fmt.Sprintf("%+d", int(t.Sub(t0)/time.Second))
-}
-
-// roundTrip passes v through its journal or snapshot encoding.
-func roundTrip[T any](t *testing.T, v *T) *T {
-	t.Helper()
-	var out T
-	if err := json.Unmarshal(core.Encode(v), &out); err != nil {
-		t.Fatalf("decode %T: %v", v, err)
-	}
-	return &out
-}
-
 func testProject() core.Project {
-	return core.Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: core.ProjectActive, CreatedAt: t0}
+	return core.Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: core.ProjectActive, CreatedAt: coretest.T0}
 }
 
 func roomOpened(id string) projectEvent {
@@ -62,16 +32,16 @@ func keyMade(id string, sec int) projectEvent {
 	hash[31] = 0xff
 	return projectEvent{APIKeyCreated: &APIKey{
 		ID: id, Name: "key " + id, Scopes: uint32(scopes.All), Last4: "abcd", Hash: hash,
-		CreatedAt: at(sec), CreatedBy: core.Actor{Type: "operator", ID: "rtcd init"},
+		CreatedAt: coretest.At(sec), CreatedBy: core.Actor{Type: "operator", ID: "rtcd init"},
 	}}
 }
 
 func keyRevoked(id string, sec int) projectEvent {
-	return projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: id, At: at(sec)}}
+	return projectEvent{APIKeyRevoked: &apiKeyRevoke{KeyID: id, At: coretest.At(sec)}}
 }
 
 func keyUsed(id string, sec int) projectEvent {
-	return projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: id, At: at(sec)}}
+	return projectEvent{APIKeyUsed: &apiKeyUsed{KeyID: id, At: coretest.At(sec)}}
 }
 
 func summarizeProject(s *projectState) string {
@@ -88,7 +58,7 @@ func summarizeProject(s *projectState) string {
 	}
 	sort.Strings(keys)
 	for _, id := range keys {
-		fmt.Fprintf(&b, "%s revoked=%s used=%s\n", id, offset(s.Keys[id].RevokedAt), offset(s.Keys[id].LastUsedAt))
+		fmt.Fprintf(&b, "%s revoked=%s used=%s\n", id, coretest.Offset(s.Keys[id].RevokedAt), coretest.Offset(s.Keys[id].LastUsedAt))
 	}
 	return b.String()
 }
@@ -137,7 +107,7 @@ func TestProjectApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newProjectState(testProject())
 			for i := range tc.events {
-				mustApply(t, s, &tc.events[i])
+				coretest.MustApply(t, s, &tc.events[i])
 				checkProjectInvariants(t, s, fmt.Sprintf("event %d", i))
 			}
 			if got := summarizeProject(s); got != tc.want {
@@ -159,20 +129,20 @@ func TestProjectReplayEquivalence(t *testing.T) {
 				}
 				live := newProjectState(p)
 				for i := range tc.events {
-					mustApply(t, live, &tc.events[i])
+					coretest.MustApply(t, live, &tc.events[i])
 				}
 				want := core.Encode(live)
 				for k := 0; k <= len(tc.events); k++ {
 					s := newProjectState(p)
 					for i := 0; i < k; i++ {
-						mustApply(t, s, roundTrip(t, &tc.events[i]))
+						coretest.MustApply(t, s, coretest.RoundTrip(t, &tc.events[i]))
 					}
-					rec := roundTrip(t, s)
+					rec := coretest.RoundTrip(t, s)
 					if rec.ActiveRooms == nil || rec.Keys == nil {
 						t.Fatalf("snapshot at %d decodes with nil maps", k)
 					}
 					for i := k; i < len(tc.events); i++ {
-						mustApply(t, rec, roundTrip(t, &tc.events[i]))
+						coretest.MustApply(t, rec, coretest.RoundTrip(t, &tc.events[i]))
 						checkProjectInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 					}
 					if got := core.Encode(rec); !bytes.Equal(got, want) {
@@ -214,7 +184,7 @@ func TestProjectSnapshotBeforeLastUse(t *testing.T) {
 		t.Fatalf("old key renders %s, want last_used_at null", v)
 	}
 	ev := keyUsed("k1", 90)
-	mustApply(t, &s, roundTrip(t, &ev))
+	coretest.MustApply(t, &s, coretest.RoundTrip(t, &ev))
 	if got := core.MustJSON(k.View()); !bytes.Contains(got, []byte(`"last_used_at":"2026-11-22T12:01:30.000Z"`)) {
 		t.Fatalf("after a use the key renders %s", got)
 	}

@@ -1,6 +1,7 @@
 package project
 
 import (
+	"rtcd/actors/core/coretest"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestApplyRefusesUnknownAndDanglingEvents(t *testing.T) {
 	ev := keyRevoked("k9", 1)
 	refuses(t, "unknown key revoked", "no key k9", fresh(), &ev)
 	refuses(t, "unknown endpoint disabled", "no endpoint", fresh(),
-		&projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: "we_9", At: t0}})
+		&projectEvent{EndpointDisabled: &endpointDisabled{EndpointID: "we_9", At: coretest.T0}})
 }
 
 // A project's first state, as Genesis writes it (with bootstrap's first
@@ -42,8 +43,8 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	p := core.Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: core.ProjectActive, CreatedAt: t0}
-	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: t0}
+	p := core.Project{ID: "prj_1", AccountID: "acct_1", Name: "Default project", Status: core.ProjectActive, CreatedAt: coretest.T0}
+	key := APIKey{ID: "key_1", Name: "bootstrap", Scopes: 1, Hash: [32]byte{1}, CreatedAt: coretest.T0}
 	b := store.NewBatch()
 	first := Genesis(b, p, &key)
 	if err := store.CommitAndWait(b); err != nil {

@@ -3,50 +3,20 @@ package room
 import (
 	"bytes"
 	"fmt"
+	"rtcd/actors/core/coretest"
 	"sort"
 	"strings"
 	"testing"
-	"time"
+
+	"rtcd/actors/core"
 
 	"github.com/goccy/go-json"
-	"rtcd/actors/core"
 )
-
-// t0 is the instant the test rooms are created.
-var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-
-func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-
-// mustApply applies one event and fails the test if it does not apply.
-func mustApply[E any, S core.State[E]](t *testing.T, s S, e *E) {
-	t.Helper()
-	if err := s.Apply(e); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// offset renders a time as seconds after t0, or "-" for the zero time.
-func offset(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return fmt.Sprintf("%+d", int(t.Sub(t0)/time.Second))
-}
-
-// roundTrip passes v through its journal or snapshot encoding.
-func roundTrip[T any](t *testing.T, v *T) *T {
-	t.Helper()
-	var out T
-	if err := json.Unmarshal(core.Encode(v), &out); err != nil {
-		t.Fatalf("decode %T: %v", v, err)
-	}
-	return &out
-}
 
 func testRoom() Room {
 	return Room{
 		ID: "room_1", ProjectID: "prj_1", Name: "standup", Status: RoomWaiting, Region: "global",
-		MaxParticipants: 3, Metadata: json.RawMessage(`{"team":"core"}`), CreatedAt: t0, ExpiresAt: at(3600),
+		MaxParticipants: 3, Metadata: json.RawMessage(`{"team":"core"}`), CreatedAt: coretest.T0, ExpiresAt: coretest.At(3600),
 	}
 }
 
@@ -54,44 +24,44 @@ func testRoom() Room {
 func created(id string, sec int) roomEvent {
 	return roomEvent{ParticipantCreated: &Participant{
 		ID: id, RoomID: "room_1", Name: "name of " + id, Role: RolePublisher, Status: ParticipantCreated,
-		CreatedAt: at(sec), ExpiresAt: at(sec + 600),
+		CreatedAt: coretest.At(sec), ExpiresAt: coretest.At(sec + 600),
 	}}
 }
 
 // connected is the retired connect event, as the release before wrote it.
 func connected(id string, sec int) roomEvent {
-	return roomEvent{ParticipantConnected: &participantConnected{ParticipantID: id, SessionID: "cs_" + id, At: at(sec)}}
+	return roomEvent{ParticipantConnected: &participantConnected{ParticipantID: id, SessionID: "cs_" + id, At: coretest.At(sec)}}
 }
 
 // joinedAs is a recorded join of session, issued one second before it
 // joins at sec.
 func joinedAs(id, session string, sec int) roomEvent {
-	return roomEvent{ParticipantJoined: &participantJoined{ParticipantID: id, SessionID: session, IssuedAt: at(sec - 1), At: at(sec)}}
+	return roomEvent{ParticipantJoined: &participantJoined{ParticipantID: id, SessionID: session, IssuedAt: coretest.At(sec - 1), At: coretest.At(sec)}}
 }
 
 func renewed(id, session string, sec int) roomEvent {
-	return roomEvent{SessionRenewed: &participantRenewed{ParticipantID: id, SessionID: session, IssuedAt: at(sec - 1), At: at(sec)}}
+	return roomEvent{SessionRenewed: &participantRenewed{ParticipantID: id, SessionID: session, IssuedAt: coretest.At(sec - 1), At: coretest.At(sec)}}
 }
 
 func left(id string, sec int) roomEvent {
-	return roomEvent{ParticipantLeft: &participantLeft{ParticipantID: id, At: at(sec), Reason: LeftReasonLeft}}
+	return roomEvent{ParticipantLeft: &participantLeft{ParticipantID: id, At: coretest.At(sec), Reason: LeftReasonLeft}}
 }
 
 func removed(id string, sec int) roomEvent {
-	return roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: id, At: at(sec)}}
+	return roomEvent{ParticipantRemoved: &participantRemoved{ParticipantID: id, At: coretest.At(sec)}}
 }
 
 func endingStarted(reason string, sec int) roomEvent {
-	return roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: at(sec)}}
+	return roomEvent{RoomEndingStarted: &roomEndingStarted{Reason: reason, At: coretest.At(sec)}}
 }
 
-func ended(sec int) roomEvent { return roomEvent{RoomEnded: &roomEnded{At: at(sec)}} }
+func ended(sec int) roomEvent { return roomEvent{RoomEnded: &roomEnded{At: coretest.At(sec)}} }
 
 // summarize renders what a room's state means, one participant per line in
 // id order, for table comparisons.
 func summarize(s *roomState) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "room %s reason=%q ended=%s\n", s.Room.Status, s.Room.EndReason, offset(s.Room.EndedAt))
+	fmt.Fprintf(&b, "room %s reason=%q ended=%s\n", s.Room.Status, s.Room.EndReason, coretest.Offset(s.Room.EndedAt))
 	ids := make([]string, 0, len(s.Participants))
 	for id := range s.Participants {
 		ids = append(ids, id)
@@ -99,10 +69,10 @@ func summarize(s *roomState) string {
 	sort.Strings(ids)
 	for _, id := range ids {
 		p := s.Participants[id]
-		fmt.Fprintf(&b, "%s %s connected=%s ended=%s session=%s issued=%s", id, p.Status, offset(p.ConnectedAt), offset(p.EndedAt),
-			p.SessionID, offset(p.SessionIssuedAt))
+		fmt.Fprintf(&b, "%s %s connected=%s ended=%s session=%s issued=%s", id, p.Status, coretest.Offset(p.ConnectedAt), coretest.Offset(p.EndedAt),
+			p.SessionID, coretest.Offset(p.SessionIssuedAt))
 		if p.Usage != nil {
-			fmt.Fprintf(&b, " usage=%s@%s", p.Usage.SessionID, offset(p.Usage.StartedAt))
+			fmt.Fprintf(&b, " usage=%s@%s", p.Usage.SessionID, coretest.Offset(p.Usage.StartedAt))
 		}
 		b.WriteString("\n")
 	}
@@ -213,7 +183,7 @@ func TestRoomApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRoomState(testRoom())
 			for i := range tc.events {
-				mustApply(t, s, &tc.events[i])
+				coretest.MustApply(t, s, &tc.events[i])
 				checkRoomInvariants(t, s, fmt.Sprintf("event %d (%s)", i, eventName(tc.events[i])))
 			}
 			if got := summarize(s); got != tc.want {
@@ -230,7 +200,7 @@ func TestRoomApply(t *testing.T) {
 func TestRoomApplyCopiesTheCreatedParticipant(t *testing.T) {
 	s := newRoomState(testRoom())
 	ev := created("p1", 1)
-	mustApply(t, s, &ev)
+	coretest.MustApply(t, s, &ev)
 	ev.ParticipantCreated.Status = "tampered"
 	if s.Participants["p1"].Status != ParticipantCreated {
 		t.Fatal("the state aliases the event's participant")
@@ -246,20 +216,20 @@ func TestRoomReplayEquivalence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live := newRoomState(testRoom())
 			for i := range tc.events {
-				mustApply(t, live, &tc.events[i])
+				coretest.MustApply(t, live, &tc.events[i])
 			}
 			want := core.Encode(live)
 			for k := 0; k <= len(tc.events); k++ {
 				s := newRoomState(testRoom())
 				for i := 0; i < k; i++ {
-					mustApply(t, s, roundTrip(t, &tc.events[i]))
+					coretest.MustApply(t, s, coretest.RoundTrip(t, &tc.events[i]))
 				}
-				rec := roundTrip(t, s) // the snapshot at k
+				rec := coretest.RoundTrip(t, s) // the snapshot at k
 				if rec.Participants == nil {
 					t.Fatalf("snapshot at %d decodes with a nil participant map", k)
 				}
 				for i := k; i < len(tc.events); i++ {
-					mustApply(t, rec, roundTrip(t, &tc.events[i]))
+					coretest.MustApply(t, rec, coretest.RoundTrip(t, &tc.events[i]))
 					checkRoomInvariants(t, rec, fmt.Sprintf("replaying event %d after a snapshot at %d", i, k))
 				}
 				if got := core.Encode(rec); !bytes.Equal(got, want) {
@@ -295,7 +265,7 @@ func TestRoomLoadedRetiresConnectedParticipants(t *testing.T) {
 			t.Fatalf("%s reads as %s, want %s", id, got, want)
 		}
 	}
-	if p := s.Participants["p1"]; p.SessionID != "cs_1" || !p.ConnectedAt.Equal(at(2)) {
+	if p := s.Participants["p1"]; p.SessionID != "cs_1" || !p.ConnectedAt.Equal(coretest.At(2)) {
 		t.Fatalf("p1 lost its session or first connect: %+v", p)
 	}
 	if bytes.Contains(core.Encode(&s), []byte(`"connected"`)) {

@@ -2,17 +2,19 @@ package room
 
 import (
 	"fmt"
+	"rtcd/actors/core/coretest"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"rtcd/actors/core"
 	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The room's connect decision, driven on its own: a room actor on an Env
@@ -58,7 +60,7 @@ func (r *stubRegistry) RoomStopped(string)                                      
 func (r *stubRegistry) EndpointWorkers(enabled, disabled []*core.WebhookEndpoint) {}
 
 // connectRoom is room_1 of testRoom (max_participants 3, expiring at
-// t0+1h) in project prj_1, recovered by its actor from what setUp wrote.
+// coretest.T0+1h) in project prj_1, recovered by its actor from what setUp wrote.
 type connectRoom struct {
 	t      *testing.T
 	clk    *clock.Fake
@@ -98,7 +100,7 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clock.NewFake(t0)
+	clk := clock.NewFake(coretest.T0)
 	settings := core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000,
 		DefaultLimits: core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: connectLimit, MaxParticipantsPerRoom: 3,
 			RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100},
@@ -132,7 +134,7 @@ func newConnectRoom(t *testing.T, tc connectCase) *connectRoom {
 	}
 
 	c := &connectRoom{t: t, clk: clk, env: env, gate: &core.ProjectGate{}, credit: &core.CreditGate{}, media: newStubMedia()}
-	c.gate.Record.Store(&core.Project{ID: "prj_1", AccountID: "acct_1", Status: core.ProjectActive, CreatedAt: t0})
+	c.gate.Record.Store(&core.Project{ID: "prj_1", AccountID: "acct_1", Status: core.ProjectActive, CreatedAt: coretest.T0})
 	c.gate.Credit.Store(c.credit)
 	env.Media.SetEngine(c.media)
 	c.room = newRoomOn(env, "room_1", c.gate)
@@ -259,7 +261,7 @@ var connectCases = []connectCase{
 	// every cap.
 	{name: "room expiring within this second: 410 room_expired; no slot held",
 		events:      []roomEvent{created("p1", 1)},
-		room:        func(r *Room) { r.ExpiresAt = t0.Add(time.Hour + 700*time.Millisecond) },
+		room:        func(r *Room) { r.ExpiresAt = coretest.T0.Add(time.Hour + 700*time.Millisecond) },
 		setUp:       func(c *connectRoom) { c.clk.Advance(time.Hour + 200*time.Millisecond) },
 		participant: "p1", want: apierr.RoomExpired, wantSlots: same},
 	// A participant holding its slot skips 10 and 11, not 12.
@@ -321,7 +323,7 @@ func TestConnectDecisionFollowsTheSpecOrder(t *testing.T) {
 				t.Fatalf("a connect wrote to the journal: %d entries, was %d", n, journal)
 			}
 			if err == nil {
-				if s.ExpiresAt != t0.Add(time.Minute) || s.Role != RolePublisher || s.RoomID != "room_1" || s.ProjectID != "prj_1" {
+				if s.ExpiresAt != coretest.T0.Add(time.Minute) || s.Role != RolePublisher || s.RoomID != "room_1" || s.ProjectID != "prj_1" {
 					t.Fatalf("session %+v", s)
 				}
 				if _, ok := c.room.seats.Reservation(tc.participant, c.clk.Now()); !ok && c.room.state.Participants[tc.participant].Status != ParticipantJoined {

@@ -1,13 +1,15 @@
 package room
 
 import (
+	"rtcd/actors/core/coretest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
 	"rtcd/actors/core"
 	"rtcd/persistence"
+
+	"github.com/goccy/go-json"
 )
 
 // The join is the point of record: the room's join decisions, its handler
@@ -242,7 +244,7 @@ func TestShowReservationIsTheRecordWithTheReservation(t *testing.T) {
 		t.Fatal("no reservation")
 	}
 	shown := string(ShowReservation(record, connectedAt, ok))
-	if !strings.Contains(shown, `"status":"connected"`) || !strings.Contains(shown, `"connected_at":"`+core.Timestamp(t0)+`"`) {
+	if !strings.Contains(shown, `"status":"connected"`) || !strings.Contains(shown, `"connected_at":"`+core.Timestamp(coretest.T0)+`"`) {
 		t.Fatalf("shown: %s", shown)
 	}
 }
@@ -252,8 +254,8 @@ func TestShowReservationIsTheRecordWithTheReservation(t *testing.T) {
 func TestAppendConnectBodyIsTheEncodedView(t *testing.T) {
 	sessions := []ConnectSession{
 		{SessionID: "cs_abcdefghijklmnopqrstuvwx", RoomID: "room_abcdefghijklmnopqrstuvwx", ParticipantID: "part_abcdefghijklmnopqrstuvwx",
-			Role: RolePublisher, ExpiresAt: at(61)},
-		{SessionID: "cs_x", RoomID: "room_<&>", ParticipantID: "part_\"q\\", Role: RoleSubscriber, ExpiresAt: at(3600).Add(999 * time.Millisecond)},
+			Role: RolePublisher, ExpiresAt: coretest.At(61)},
+		{SessionID: "cs_x", RoomID: "room_<&>", ParticipantID: "part_\"q\\", Role: RoleSubscriber, ExpiresAt: coretest.At(3600).Add(999 * time.Millisecond)},
 	}
 	for _, endpoint := range []string{"ws://127.0.0.1:8081/rtc", "wss://media.example.com/rtc?a=1&b=<2>", "wss://médias.example/rtc"} {
 		for _, s := range sessions {

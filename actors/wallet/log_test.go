@@ -1,15 +1,13 @@
 package wallet
 
 import (
+	"rtcd/actors/core/coretest"
 	"strings"
 	"testing"
-	"time"
 
 	"rtcd/actors/core"
 	"rtcd/persistence"
 )
-
-var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // refuses checks that Apply fails with an error saying want and leaves the
 // state exactly as it was.
@@ -54,8 +52,8 @@ func TestGenesisIsWhatRecoveryReads(t *testing.T) {
 	defer store.Close()
 	billing := core.Billing{Enabled: true, Currency: "USD", MinimumCreditToStart: 1_000_000, LowCreditThreshold: 5_000_000}
 	b := store.NewBatch()
-	funded := Genesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: t0}, billing, 2_000_000, t0)
-	empty := Genesis(b, Account{ID: "acct_2", CreatedAt: t0}, billing, 0, t0)
+	funded := Genesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: coretest.T0}, billing, 2_000_000, coretest.T0)
+	empty := Genesis(b, Account{ID: "acct_2", CreatedAt: coretest.T0}, billing, 0, coretest.T0)
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,18 @@
 package wallet
 
 import (
+	"rtcd/actors/core/coretest"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"rtcd/actors/core"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/internal/walgate"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // answerTimeout bounds the wait for an answer that must come once its
@@ -34,12 +36,12 @@ func TestRepeatedCallbackIsAnsweredOnceTheFirstIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	billing := core.Billing{Enabled: true, Currency: "USD", TopupExpiry: time.Hour}
-	env, err := core.NewEnv(core.Settings{Billing: billing}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
+	env, err := core.NewEnv(core.Settings{Billing: billing}, store, clock.NewFake(coretest.T0), ratelimit.NewMemory(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := store.NewBatch()
-	Genesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: t0}, billing, 0, t0)
+	Genesis(b, Account{ID: "acct_1", ProjectIDs: []string{"prj_1"}, CreatedAt: coretest.T0}, billing, 0, coretest.T0)
 	if err := store.CommitAndWait(b); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +66,11 @@ func TestRepeatedCallbackIsAnsweredOnceTheFirstIsDurable(t *testing.T) {
 			return core.Reply{}
 		}
 	}
-	topup := Topup{PaymentID: "pay_1", ProjectID: "prj_1", Amount: 5_000_000, Currency: "USD", Provider: "sandbox", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	topup := Topup{PaymentID: "pay_1", ProjectID: "prj_1", Amount: 5_000_000, Currency: "USD", Provider: "sandbox", CreatedAt: coretest.T0, ExpiresAt: coretest.T0.Add(time.Hour)}
 	await("the top-up", ask(func(r *core.Envelope) { a.createTopup(CreateTopup{Topup: topup}, r) }))
 
 	gate.Hold()
-	success := ApplyPayment{Update: PaymentUpdate{Provider: "sandbox", PaymentID: "pay_1", Status: PaymentSucceeded, At: t0}}
+	success := ApplyPayment{Update: PaymentUpdate{Provider: "sandbox", PaymentID: "pay_1", Status: PaymentSucceeded, At: coretest.T0}}
 	first := ask(func(r *core.Envelope) { a.applyPayment(success, r) })
 	repeat := ask(func(r *core.Envelope) { a.applyPayment(success, r) })
 	wrong := success
