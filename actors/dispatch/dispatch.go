@@ -172,6 +172,32 @@ type endpointWorker struct {
 	// status, for the metrics: set from the undelivered index at Start,
 	// then moved after each batch that changes a status is durable.
 	pending, retrying atomic.Int64
+	// opened is the endpoint's signing secret, opened once rather than
+	// decrypted for every attempt. Only the worker's goroutine (or Step's
+	// caller) touches it.
+	opened openedSecret
+}
+
+// openedSecret is a signing secret and the sealed bytes it was opened from.
+type openedSecret struct {
+	sealed []byte
+	secret string
+}
+
+// signingSecret is ep's signing secret: the one opened before when ep
+// carries the same sealed bytes, else opened now. An endpoint published
+// with another sealed secret (a rotation, an update of the endpoint) is
+// opened again; the cache holds one secret, the endpoint's current one.
+func (w *endpointWorker) signingSecret(ep *core.WebhookEndpoint) (string, bool) {
+	if w.opened.sealed != nil && bytes.Equal(w.opened.sealed, ep.SecretSealed) {
+		return w.opened.secret, true
+	}
+	secret, ok := w.d.env.Secrets.OpenWebhookSecret(ep)
+	if !ok {
+		return "", false
+	}
+	w.opened = openedSecret{sealed: bytes.Clone(ep.SecretSealed), secret: secret}
+	return secret, true
 }
 
 // moved moves one delivery's count from status from to status to (a
@@ -402,7 +428,7 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 		}
 		return
 	}
-	secret, ok := env.Secrets.OpenWebhookSecret(ep)
+	secret, ok := w.signingSecret(ep)
 	if !ok {
 		return
 	}
