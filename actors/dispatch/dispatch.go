@@ -159,6 +159,12 @@ type Dispatcher struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	started  atomic.Bool
+	// createdUpTo is the creation instant (Unix nanoseconds) of the newest
+	// delivery the fan-out wrote. A delivery is due from its creation, and
+	// a creation instant can run a few nanoseconds ahead of the clock (two
+	// creations in one reading of it get distinct instants), so the workers
+	// take every delivery created up to here as due, whatever the clock.
+	createdUpTo atomic.Int64
 }
 
 // endpointWorker owns one endpoint's deliveries.
@@ -303,7 +309,7 @@ func (d *Dispatcher) fanout() int {
 	b := env.Store.NewBatch()
 	n := 0
 	created := map[string]int{} // deliveries created, by endpoint
-	now := env.Clock.Now()
+	var newest time.Time
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
 		b.Delete(append([]byte(nil), key...))
@@ -323,11 +329,17 @@ func (d *Dispatcher) fanout() int {
 			if !ep.Subscribed(ev.Type) {
 				continue
 			}
+			// Due from its creation: creation instants are distinct and
+			// rise in the order of this scan (the outbox's), so an
+			// endpoint's first attempts are due in outbox order, never
+			// tied (a tie would fall back to the random delivery id).
+			at := env.CreatedAt()
+			newest = at
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
-				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
+				Status: DeliveryPending, NextAttemptAt: at, CreatedAt: at, Event: append(json.RawMessage(nil), value...)}
 			b.Set(DeliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
-			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
+			b.Set(dueKey(ep.ID, at, dl.ID), []byte(dl.ID))
 			b.Set(undeliveredKey(ep.ID, dl.CreatedAt, dl.ID), []byte(DeliveryPending))
 			created[ep.ID]++
 		}
@@ -342,6 +354,9 @@ func (d *Dispatcher) fanout() int {
 		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
 		return 0
 	}
+	if !newest.IsZero() {
+		d.createdUpTo.Store(max(d.createdUpTo.Load(), newest.UnixNano()))
+	}
 	for id, count := range created {
 		env.Metrics.Webhooks.Created(count)
 		if v, ok := d.workers.Load(id); ok {
@@ -351,6 +366,13 @@ func (d *Dispatcher) fanout() int {
 		}
 	}
 	return n
+}
+
+// dueBy is the due time (Unix nanoseconds) up to which deliveries are
+// due: now by the injected clock, or the newest delivery's creation when
+// that is later.
+func (d *Dispatcher) dueBy() int64 {
+	return max(d.env.Clock.Now().UnixNano(), d.createdUpTo.Load())
 }
 
 func (w *endpointWorker) poke() {
@@ -384,13 +406,13 @@ func (w *endpointWorker) deliverDue() {
 		return
 	}
 	env := w.d.env
-	now := env.Clock.Now()
+	dueBy := w.d.dueBy()
 	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
 	type due struct{ key, id []byte }
 	var batch []due
 	_ = env.Store.Scan(prefix, dueBatchDeliveries, func(key, value []byte) bool {
 		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
-		if at > now.UnixNano() {
+		if at > dueBy {
 			return false
 		}
 		batch = append(batch, due{append([]byte(nil), key...), append([]byte(nil), value...)})
