@@ -29,7 +29,7 @@ type testWorld struct {
 	d     *Dispatcher
 }
 
-func newTestWorld(t *testing.T, clk clock.Clock, sender WebhookSender, schedule []int) *testWorld {
+func newTestWorld(t *testing.T, clk clock.Clock, sender WebhookSender, settings Settings) *testWorld {
 	t.Helper()
 	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
@@ -43,7 +43,7 @@ func newTestWorld(t *testing.T, clk clock.Clock, sender WebhookSender, schedule 
 	gate := &core.ProjectGate{}
 	env.Registry = gateRegistry{gate: gate}
 	d := New(env)
-	d.Drive(sender, schedule)
+	d.Drive(sender, settings)
 	return &testWorld{t: t, store: store, env: env, gate: gate, d: d}
 }
 

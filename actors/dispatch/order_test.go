@@ -58,7 +58,7 @@ func TestFirstAttemptsArriveInOutboxOrder(t *testing.T) {
 	clk := clock.NewFake(testStart)
 	failedOnce := map[string]bool{}
 	sender := &recordingSender{}
-	tw := newTestWorld(t, clk, sender, []int{60})
+	tw := newTestWorld(t, clk, sender, Settings{ScheduleSeconds: []int{60}, WindowAttempts: 1})
 	tw.endpoint("we_1", "whsec_order")
 	const rooms, events = 30, 10 // 300 events: two fan-out steps
 	ids := tw.roomEvents(rand.New(rand.NewSource(1)), rooms, events)

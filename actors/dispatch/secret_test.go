@@ -14,7 +14,7 @@ import (
 // secret opened before still signs, and only a newly sealed one is opened.
 func TestSigningSecretOpenedOncePerEndpoint(t *testing.T) {
 	sender := &recordingSender{}
-	tw := newTestWorld(t, clock.NewFake(testStart), sender, nil)
+	tw := newTestWorld(t, clock.NewFake(testStart), sender, Settings{})
 	ep := tw.endpoint("we_1", "whsec_first")
 
 	signedWith := func(c call, secret string) bool {
