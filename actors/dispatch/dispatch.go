@@ -339,13 +339,15 @@ func (d *Dispatcher) fanoutLoop() {
 	t := time.NewTicker(fanoutIntervalMillis * time.Millisecond)
 	defer t.Stop()
 	for {
+		// At once at start (what the outbox held when the process
+		// stopped), then every interval.
+		for d.fanout() == fanoutBatchEvents {
+		}
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
 		case <-d.nudge:
-		}
-		for d.fanout() == fanoutBatchEvents {
 		}
 	}
 }
