@@ -192,6 +192,10 @@ type endpointWorker struct {
 	wake     chan struct{}
 	retry    chan retryRequest
 	results  chan *attempt // the answers of the attempts in flight (at most a window of them)
+	// addedBelow is the lowest due time (Unix nanoseconds) of the entries
+	// the fan-out added to the endpoint's due index since the worker last
+	// looked (math.MaxInt64: none); see scanFrom.
+	addedBelow atomic.Int64
 	// pending and retrying count the endpoint's undelivered deliveries by
 	// status, for the metrics: set from the undelivered index at Start,
 	// then moved after each batch that changes a status is durable.
@@ -211,6 +215,15 @@ type endpointWorker struct {
 	running int
 	// answered are the attempts answered and not recorded yet.
 	answered []*attempt
+	// scanFrom is a due time (Unix nanoseconds) below which the endpoint's
+	// due index holds no entry, where its scans start. After a burst the
+	// start of the index is thousands of deleted entries, which a scan
+	// from the start would step over one by one, every time, until a
+	// compaction drops them. A scan moves scanFrom up to the first entry
+	// it finds; whoever adds an entry below it lowers it: the worker for
+	// retries and manual retries, the fan-out (through addedBelow) for new
+	// deliveries.
+	scanFrom int64
 	// opened is the endpoint's signing secret, opened once rather than
 	// decrypted for every attempt.
 	opened openedSecret
@@ -225,8 +238,28 @@ type attempt struct {
 }
 
 func newWorker(d *Dispatcher, id string) *endpointWorker {
-	return &endpointWorker{d: d, id: id, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue),
+	w := &endpointWorker{d: d, id: id, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue),
 		results: make(chan *attempt, webhookdelivery.MaxWindowAttempts), window: 1, inFlight: map[string]*attempt{}}
+	w.addedBelow.Store(math.MaxInt64)
+	return w
+}
+
+// added lowers the worker's scanFrom to at, the due time of an entry
+// added to its due index: the worker calls it for its own entries, the
+// fan-out through addedBelow.
+func (w *endpointWorker) added(at int64) {
+	w.scanFrom = min(w.scanFrom, at)
+}
+
+// fannedOut tells the worker, from the fan-out's goroutine, of an entry
+// due at at that the fan-out added (durably) to its due index.
+func (w *endpointWorker) fannedOut(at int64) {
+	for {
+		cur := w.addedBelow.Load()
+		if at >= cur || w.addedBelow.CompareAndSwap(cur, at) {
+			return
+		}
+	}
 }
 
 // openedSecret is a signing secret and the sealed bytes it was opened from.
@@ -358,7 +391,8 @@ func (d *Dispatcher) fanout() int {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
-	created := map[string]int{} // deliveries created, by endpoint
+	created := map[string]int{}      // deliveries created, by endpoint
+	lowest := map[string]time.Time{} // the first (lowest) due time added to each endpoint's due index
 	var newest time.Time
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
@@ -391,6 +425,9 @@ func (d *Dispatcher) fanout() int {
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
 			b.Set(dueKey(ep.ID, at, dl.ID), []byte(dl.ID))
 			b.Set(undeliveredKey(ep.ID, dl.CreatedAt, dl.ID), []byte(DeliveryPending))
+			if created[ep.ID] == 0 {
+				lowest[ep.ID] = at
+			}
 			created[ep.ID]++
 		}
 		return true
@@ -412,6 +449,7 @@ func (d *Dispatcher) fanout() int {
 		if v, ok := d.workers.Load(id); ok {
 			w := v.(*endpointWorker)
 			w.pending.Add(int64(count))
+			w.fannedOut(lowest[id].UnixNano()) // before the poke: the scan it causes starts low enough
 			w.poke()
 		}
 	}
@@ -549,10 +587,15 @@ func (w *endpointWorker) fill() {
 // order, due by now and not in flight.
 func (w *endpointWorker) dueEntries(n int) []dueEntry {
 	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
+	w.added(w.addedBelow.Swap(math.MaxInt64))
+	from := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(max(w.scanFrom, 0)))
 	dueBy := w.d.dueBy()
 	var out []dueEntry
-	err := w.d.env.Store.Scan(prefix, 0, func(key, value []byte) bool {
-		if int64(binary.BigEndian.Uint64(key[len(prefix):])) > dueBy {
+	firstAt := int64(math.MaxInt64) // no entry found: there is none
+	err := w.d.env.Store.ScanFrom(prefix, from, 0, func(key, value []byte) bool {
+		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
+		firstAt = min(firstAt, at)
+		if at > dueBy {
 			return false
 		}
 		if _, busy := w.inFlight[string(value)]; busy {
@@ -563,7 +606,9 @@ func (w *endpointWorker) dueEntries(n int) []dueEntry {
 	})
 	if err != nil {
 		slog.Error("webhook worker: reading the due deliveries failed", "endpoint_id", w.id, "error", err)
+		return out
 	}
+	w.scanFrom = firstAt
 	return out
 }
 
@@ -701,6 +746,7 @@ func (w *endpointWorker) apply(b *persistence.Batch, a *attempt) {
 			dl.NextAttemptAt = next
 			att.NextAttemptAt = core.OptionalTimestamp(next)
 			b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID))
+			w.added(next.UnixNano())
 			b.Set(undelivered, []byte(DeliveryRetrying))
 		} else {
 			dl.Status = DeliveryDead
@@ -764,6 +810,7 @@ func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
+	w.added(now.UnixNano())
 	b.Set(undeliveredKey(w.id, dl.CreatedAt, dl.ID), []byte(DeliveryRetrying))
 	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
