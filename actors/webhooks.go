@@ -91,9 +91,9 @@ func (e *Engine) RetryDelivery(c *core.Caller, endpointID, deliveryID string) (R
 	return result(e.dispatcher.Retry(endpointID, deliveryID))
 }
 
-// SetWebhookSender starts webhook delivery with sender and the retry
-// schedule (seconds; webhookdelivery.DefaultScheduleSeconds when nil).
+// SetWebhookSender starts webhook delivery with sender and settings (the
+// retry schedule and the window of attempts in flight per endpoint).
 // Without it events stay in the outbox.
-func (e *Engine) SetWebhookSender(sender dispatch.WebhookSender, schedule []int) {
-	e.dispatcher.Start(sender, schedule)
+func (e *Engine) SetWebhookSender(sender dispatch.WebhookSender, settings dispatch.Settings) {
+	e.dispatcher.Start(sender, settings)
 }

@@ -12,6 +12,7 @@ import (
 	"rtcd/actors"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/metrics"
 	"rtcd/persistence"
 	"rtcd/ratelimit"
 )
@@ -70,19 +71,28 @@ func openStore(tb testing.TB, dir string) *persistence.Store {
 // fixture is a real engine on a real store in a temporary directory, with
 // the bootstrap workspace and a caller holding every scope.
 type fixture struct {
-	dir    string
-	keys   auth.Keys
-	clk    *clock.Fake
-	store  *persistence.Store
-	e      *actors.Engine
-	caller *actors.Caller
+	dir      string
+	keys     auth.Keys
+	clk      *clock.Fake
+	settings actors.Settings
+	metrics  *metrics.Metrics // nil: the engine's own, read by nobody
+	store    *persistence.Store
+	e        *actors.Engine
+	caller   *actors.Caller
 }
 
 // newFixture bootstraps a data directory and starts an engine on it, the way
 // `rtcd serve` does on first start. Stop runs at cleanup.
 func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
-	f := &fixture{dir: tb.TempDir(), keys: benchKeys(tb), clk: clock.NewFake(benchStart)}
+	return newFixtureWith(tb, benchSettings(), nil)
+}
+
+// newFixtureWith is newFixture with other settings, and collectors the
+// benchmark reads (m nil: none).
+func newFixtureWith(tb testing.TB, settings actors.Settings, m *metrics.Metrics) *fixture {
+	tb.Helper()
+	f := &fixture{dir: tb.TempDir(), keys: benchKeys(tb), clk: clock.NewFake(benchStart), settings: settings, metrics: m}
 	f.store = openStore(tb, f.dir)
 	boot, err := actors.Bootstrap(f.store, f.keys, f.clk, actors.Billing{Currency: "USD"}, "owner@example.com")
 	if err != nil {
@@ -101,7 +111,7 @@ func newFixture(tb testing.TB) *fixture {
 // start recovers an engine from the store (New and Start).
 func (f *fixture) start(tb testing.TB) {
 	tb.Helper()
-	e, err := actors.New(benchSettings(), f.store, f.clk, ratelimit.NewMemory(), f.keys, nil)
+	e, err := actors.New(f.settings, f.store, f.clk, ratelimit.NewMemory(), f.keys, f.metrics)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"rtcd/media"
 	"rtcd/money"
+	"rtcd/webhookdelivery"
 )
 
 // Config is every setting of `rtcd serve`.
@@ -63,6 +64,7 @@ type Config struct {
 	WebhookExtraCAFile          string
 	WebhookTimeoutSeconds       int
 	WebhookRetryScheduleSeconds string // comma-separated delays
+	WebhookWindow               int    // attempts in flight per endpoint at most
 
 	// The dashboard: who owns the first workspace, where links point, how
 	// mail is sent, and Google sign-in.
@@ -144,6 +146,7 @@ func (c *Config) Settings() []Setting {
 		{Name: "webhook-extra-ca-file", Default: "", Help: "TESTING ONLY: a PEM file of CAs trusted for webhook deliveries besides the system roots", str: &c.WebhookExtraCAFile},
 		{Name: "webhook-timeout-seconds", Default: "10", Help: "timeout of one webhook delivery attempt", num: &c.WebhookTimeoutSeconds},
 		{Name: "webhook-retry-schedule", Default: "10,60,300,1800,7200,21600,86400", Help: "delays in seconds between webhook attempts after a failure; after the last the delivery is dead", str: &c.WebhookRetryScheduleSeconds},
+		{Name: "webhook-window", Default: strconv.Itoa(webhookdelivery.DefaultWindowAttempts), Help: fmt.Sprintf("webhook attempts in flight to one endpoint at most (1 to %d); the window shrinks to one while an endpoint fails and grows back as it succeeds", webhookdelivery.MaxWindowAttempts), num: &c.WebhookWindow},
 		{Name: "owner-email", Default: "owner@localhost", Help: "e-mail address of the first workspace's owner, created by rtcd init or the first start; sign in to the dashboard with it", str: &c.OwnerEmail},
 		{Name: "dashboard-url", Default: "", Help: "origin of the dashboard that sign-in and invitation links point at (never taken from a request's Host); empty: the public URL", str: &c.DashboardURL},
 		{Name: "mail-from", Default: "rtcd@localhost", Help: "sender address of sign-in and invitation mail", str: &c.MailFrom},
@@ -316,6 +319,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WebhookTimeoutSeconds < 1 || c.WebhookTimeoutSeconds > 60 {
 		return fmt.Errorf("--webhook-timeout-seconds must be 1 to 60")
+	}
+	if c.WebhookWindow < 1 || c.WebhookWindow > webhookdelivery.MaxWindowAttempts {
+		return fmt.Errorf("--webhook-window must be 1 to %d", webhookdelivery.MaxWindowAttempts)
 	}
 	if err := c.validateDashboard(); err != nil {
 		return err

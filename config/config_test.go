@@ -80,7 +80,7 @@ func TestDefaults(t *testing.T) {
 	want := map[string]any{
 		"data-dir": "./data", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
 		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
-		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "master-key": "",
+		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "webhook-window": 32, "master-key": "",
 		"media-listen": "127.0.0.1:8081", "media-node-ip": "", "media-udp-port": 0, "media-tcp-port": 0, "media-turn-port": 0, "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
 		"participant-minute-price": "0.004000", "low-credit-threshold": "5.00", "minimum-credit-to-start": "1.00",
 		"bootstrap-credit": "10.00", "settle-interval-seconds": 60, "topup-expiry-seconds": 3600,
@@ -175,6 +175,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_WEBHOOK_EXTRA_CA_FILE":                  "/tmp/ca.pem",
 		"RTCD_WEBHOOK_TIMEOUT_SECONDS":                "5",
 		"RTCD_WEBHOOK_RETRY_SCHEDULE":                 "1,2,3",
+		"RTCD_WEBHOOK_WINDOW":                         "4",
 		"RTCD_OWNER_EMAIL":                            "ops@example.com",
 		"RTCD_DASHBOARD_URL":                          "https://app.example.com",
 		"RTCD_MAIL_FROM":                              "no-reply@example.com",
@@ -204,7 +205,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		LowCreditThreshold: "3.00", MinimumCreditToStart: "0.50", BootstrapCredit: "0", SettleIntervalSeconds: 5,
 		TopupExpirySeconds: 1800, PublicURL: "https://rtc.example.com", PaymentProvider: "stripe",
 		StripeSecretKey: "sk_test_x", StripeWebhookSecret: "whsec_x", StripeAPIBase: "http://127.0.0.1:12111",
-		WebhookAllowPrivate: true, WebhookExtraCAFile: "/tmp/ca.pem", WebhookTimeoutSeconds: 5, WebhookRetryScheduleSeconds: "1,2,3",
+		WebhookAllowPrivate: true, WebhookExtraCAFile: "/tmp/ca.pem", WebhookTimeoutSeconds: 5, WebhookRetryScheduleSeconds: "1,2,3", WebhookWindow: 4,
 		OwnerEmail: "ops@example.com", DashboardURL: "https://app.example.com", MailFrom: "no-reply@example.com",
 		SMTPHost: "smtp.example.com", SMTPPort: 465, SMTPUsername: "mailer", SMTPPassword: "pw", SMTPTLS: "tls",
 		SMTPTimeoutSeconds: 12, SMTPCAFile: "/etc/rtcd/smtp-ca.pem", GoogleClientID: "cid", GoogleClientSecret: "csecret",
@@ -273,6 +274,8 @@ func TestInvalidValues(t *testing.T) {
 		{"non-integer flag", []string{"--snapshot-every-events=many"}, nil, "invalid value"},
 		{"zero media token ttl", []string{"--media-token-ttl-seconds=0"}, nil, "at least 1"},
 		{"zero snapshot cadence", []string{"--snapshot-every-events=0"}, nil, "at least 1"},
+		{"zero webhook window", []string{"--webhook-window=0"}, nil, "--webhook-window must be 1 to 64"},
+		{"webhook window above the bound", nil, map[string]string{"RTCD_WEBHOOK_WINDOW": "65"}, "--webhook-window must be 1 to 64"},
 		{"empty data dir", []string{"--data-dir="}, nil, "data-dir"},
 		{"empty region", []string{"--region="}, nil, "region"},
 		{"unknown flag", []string{"--no-such-setting=1"}, nil, "no-such-setting"},
@@ -297,6 +300,7 @@ func TestValidEdgeValues(t *testing.T) {
 		{"--media-url="}, // no media node: connects answer service_unavailable
 		{"--listen=[::1]:8080", "--metrics-listen=:9100"},
 		{"--listen=127.0.0.1:0"},
+		{"--webhook-window=1"}, {"--webhook-window=64"},
 		{"--default-max-active-rooms=0"}, // zero is allowed: the project can create no rooms
 		{"--trust-forwarded-for"},
 		{"--log-level=error"},

@@ -190,3 +190,124 @@ func TestWebhookCrashRedeliversAfterRestart(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the real process
 	}
 }
+
+// TestWebhookCrashMidStreamRepeatsAtMostAWindow: kill -9 of the real binary
+// while deliveries stream to a healthy receiver, with a window of attempts
+// in flight (the receiver holds them, so the kill finds the window full).
+// Attempts are recorded in groups, and an attempt counts in its endpoint's
+// window until its record is durable, so only a window of events can have
+// been sent without a record: after the restart every event is delivered,
+// the service holds one delivery per event, each succeeded, and the
+// receiver got at most a window of events twice (at least once, never
+// more than that).
+func TestWebhookCrashMidStreamRepeatsAtMostAWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the rtcd binary")
+	}
+	const window, rooms, answeredFreely = 8, 80, 40
+	bin := binBuild(t)
+	rcv := newWHReceiver(t) // real clock: the binary signs with time.Now
+	killed := make(chan struct{})
+	var requests, holding atomic.Int32
+	rcv.on("/hook", func(w http.ResponseWriter, r *http.Request) {
+		// After the first answeredFreely, requests wait for the kill (the
+		// process never learns their answer).
+		if requests.Add(1) > answeredFreely {
+			holding.Add(1)
+			select {
+			case <-killed:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(200)
+	})
+	dataDir := t.TempDir()
+	boot := binInit(t, bin, dataDir)
+	flags := append(rcv.flags("--webhook-window="+strconv.Itoa(window)), binGenerousLimits...)
+	p := binServe(t, bin, dataDir, boot.APIKey, flags...)
+	c := binClient(true)
+	epID := binMust(t, c, p, "POST", "/v1/webhook-endpoints", boot.APIKey,
+		map[string]any{"url": rcv.url("/hook"), "events": []string{"room.ended"}}, 201).str("id")
+	ended := map[string]bool{}
+	for range rooms {
+		id := binMust(t, c, p, "POST", "/v1/rooms", boot.APIKey, map[string]any{}, 201).str("id")
+		binMust(t, c, p, "DELETE", "/v1/rooms/"+id, boot.APIKey, nil, 200)
+		ended[id] = true
+	}
+	// The window fills with held requests: the kill comes with a window of
+	// attempts in flight.
+	for deadline := time.Now().Add(30 * time.Second); holding.Load() < window; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests held, want the window of %d in flight\n%s", holding.Load(), window, p.logTail())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the real process
+	}
+	p.kill()
+	close(killed)
+	sentBeforeKill := map[string]int{}
+	requestsBeforeKill := rcv.requests("/hook")
+	for _, q := range requestsBeforeKill {
+		sentBeforeKill[q.Header.Get("X-RTC-Webhook-Id")]++
+	}
+
+	p2 := binServe(t, bin, dataDir, boot.APIKey, flags...)
+	// Every room's room.ended delivered (some were still in the outbox at
+	// the kill), and recorded once, as succeeded.
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		r, err := binCall(c, "GET", p2.Base+"/v1/webhook-endpoints/"+epID+"/deliveries?limit=100", boot.APIKey, nil)
+		if err != nil || r.status != 200 {
+			t.Fatalf("deliveries: %v %d %s", err, r.status, r.raw)
+		}
+		data, _ := r.json["data"].([]any)
+		succeeded, events := 0, map[string]bool{}
+		for _, v := range data {
+			dl := v.(map[string]any)
+			events[dl["event_id"].(string)] = true
+			if dl["status"] == "succeeded" {
+				succeeded++
+			}
+		}
+		if len(data) > rooms || len(events) != len(data) {
+			t.Fatalf("%d deliveries of %d events, for %d rooms", len(data), len(events), rooms)
+		}
+		if succeeded == rooms {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries, %d of them succeeded, for %d events after the restart\n%s", len(data), succeeded, rooms, p2.logTail())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the real process
+	}
+
+	received := map[string]int{} // event id -> requests
+	roomsSeen := map[string]bool{}
+	for _, q := range rcv.requests("/hook") {
+		var ev whEvent
+		if err := json.Unmarshal(q.Body, &ev); err != nil || ev.Type != "room.ended" || ev.ID != q.Header.Get("X-RTC-Webhook-Id") {
+			t.Fatalf("delivery %v: %s", q.Header, q.Body)
+		}
+		received[ev.ID]++
+		room, _ := ev.Data["room_id"].(string)
+		if !ended[room] {
+			t.Fatalf("room.ended of %s, a room that was not deleted", room)
+		}
+		roomsSeen[room] = true
+	}
+	if len(received) != rooms || len(roomsSeen) != rooms {
+		t.Fatalf("%d events of %d rooms received, want one per deleted room (%d)", len(received), len(roomsSeen), rooms)
+	}
+	repeated := 0
+	for id, n := range received {
+		if n > 2 || (n == 2 && sentBeforeKill[id] != 1) {
+			t.Fatalf("event %s received %d times (%d before the kill)", id, n, sentBeforeKill[id])
+		}
+		if n == 2 {
+			repeated++
+		}
+	}
+	if repeated == 0 || repeated > window {
+		t.Fatalf("%d events sent again after the restart, want 1 to the window (%d): the held ones had no record", repeated, window)
+	}
+	t.Logf("%d events, %d requests before the kill; %d sent again after the restart (window %d)",
+		rooms, len(requestsBeforeKill), repeated, window)
+}

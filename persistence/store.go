@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,7 +202,19 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 // limit times (limit <= 0 means no limit). fn's arguments are only valid
 // during the call. fn returns false to stop early.
 func (s *Store) Scan(prefix []byte, limit int, fn func(key, value []byte) bool) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	return s.ScanFrom(prefix, prefix, limit, fn)
+}
+
+// ScanFrom is Scan starting at the first key with prefix not before from
+// (from before prefix: at prefix). A scan that knows where its live keys
+// start skips what lies before: deleted keys there are stepped over one
+// by one until a compaction drops them.
+func (s *Store) ScanFrom(prefix, from []byte, limit int, fn func(key, value []byte) bool) error {
+	lower := prefix
+	if bytes.Compare(from, prefix) > 0 {
+		lower = from
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return fmt.Errorf("persistence: iter: %w", err)
 	}

@@ -380,6 +380,32 @@ func TestScanPrefixAndLimit(t *testing.T) {
 	}
 }
 
+// ScanFrom starts at from within the prefix, at the prefix when from lies
+// before it, and never leaves the prefix.
+func TestScanFrom(t *testing.T) {
+	s, _ := openTestStore(t)
+	putAll(t, s, "a/1", "a/2", "a/3", "a0", "b/1")
+	for _, c := range []struct{ from, want string }{
+		{"a/2", "[a/2 a/3]"},
+		{"a/25", "[a/3]"},
+		{"a/", "[a/1 a/2 a/3]"},
+		{"", "[a/1 a/2 a/3]"},
+		{"a/4", "[]"},
+		{"b/", "[]"},
+	} {
+		var got []string
+		if err := s.ScanFrom([]byte("a/"), []byte(c.from), 0, func(k, _ []byte) bool {
+			got = append(got, string(k))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("ScanFrom(a/, %q) = %v, want %s", c.from, got, c.want)
+		}
+	}
+}
+
 func TestPrefixEnd(t *testing.T) {
 	cases := []struct{ in, want []byte }{
 		{[]byte("a/"), []byte("a0")},

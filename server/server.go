@@ -24,6 +24,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
+	"rtcd/actors/dispatch"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
@@ -314,7 +315,7 @@ func (st *startup) startWebhookSender() error {
 		return fmt.Errorf("webhook client: %w", err)
 	}
 	schedule, _ := cfg.RetrySchedule() // validated by config
-	st.s.engine.SetWebhookSender(sender, schedule)
+	st.s.engine.SetWebhookSender(sender, dispatch.Settings{ScheduleSeconds: schedule, WindowAttempts: cfg.WebhookWindow})
 	return nil
 }
 

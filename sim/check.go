@@ -396,6 +396,11 @@ func (w *world) checkWebhooks(v *view) {
 			w.fail("the receiver accepted %s %d times", k, n)
 		}
 	}
+	if w.receiver.window == 1 && len(w.receiver.disorder) > 0 {
+		first := w.receiver.disorder[0]
+		w.receiver.mu.Unlock()
+		w.fail("with one attempt in flight per endpoint, a room's first attempts arrived out of order: %s", first)
+	}
 	w.receiver.mu.Unlock()
 
 	for _, sp := range w.m.projects {

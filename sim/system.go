@@ -88,7 +88,7 @@ type request struct {
 // behind what was sent before it).
 type poisonPill struct{}
 
-func newSystem(env *core.Env, sender dispatch.WebhookSender, schedule []int) *system {
+func newSystem(env *core.Env, sender dispatch.WebhookSender, delivery dispatch.Settings) *system {
 	rt := &system{
 		env: env, sessions: &core.Sessions{}, media: newMediaNode(),
 		wallets: map[string]*walletNode{}, projects: map[string]*projectNode{}, rooms: map[string]*roomNode{},
@@ -98,7 +98,7 @@ func newSystem(env *core.Env, sender dispatch.WebhookSender, schedule []int) *sy
 	env.Media.SetEngine(rt.media)
 	rt.media.context = rt.refusalContext
 	rt.dispatcher = dispatch.New(env)
-	rt.dispatcher.Drive(sender, schedule)
+	rt.dispatcher.Drive(sender, delivery)
 	return rt
 }
 

@@ -19,6 +19,7 @@ import (
 	"rtcd/actors"
 	"rtcd/actors/core"
 	"rtcd/actors/directory"
+	"rtcd/actors/dispatch"
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
@@ -83,7 +84,11 @@ var (
 	microsPerSecond = int64(simBilling.ParticipantMinutePrice) / 60
 	// deliverySchedule is the webhook retry schedule (seconds).
 	deliverySchedule = []int{30, 120, 600}
-	t0               = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	// deliveryWindows are the windows of webhook attempts in flight per
+	// endpoint the seeds take in turn: with one, the receiver also checks
+	// the order of each room's events.
+	deliveryWindows = []int{1, 3, 8}
+	t0              = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 )
 
 // world is one run: the store on its crashable file system, the current
@@ -168,7 +173,7 @@ func Run(cfg Config) (res Result) {
 	restore := ids.Seed(uint64(cfg.Seed))
 	defer restore()
 	w := &world{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), clk: clock.NewFake(t0), trace: sha256.New(),
-		durable: map[string][]byte{}, admitted: map[string]int{}, staleJoins: map[string]string{}, res: &res, receiver: newReceiver(cfg.Seed)}
+		durable: map[string][]byte{}, admitted: map[string]int{}, staleJoins: map[string]string{}, res: &res, receiver: newReceiver(cfg.Seed, deliveryWindows[uint64(cfg.Seed)%uint64(len(deliveryWindows))])}
 	hung := time.AfterFunc(hangTimeout, func() {
 		panic(fmt.Sprintf("sim: seed %d did not finish within %s (it hangs); replay: %s", cfg.Seed, hangTimeout, ReplayCommand(cfg.Seed, cfg.Steps)))
 	})
@@ -272,7 +277,7 @@ func (w *world) newGeneration() {
 	if err != nil {
 		panic(err)
 	}
-	w.rt = newSystem(env, w.receiver, deliverySchedule)
+	w.rt = newSystem(env, w.receiver, dispatch.Settings{ScheduleSeconds: deliverySchedule, WindowAttempts: w.receiver.window})
 }
 
 func (w *world) close() {
@@ -552,20 +557,38 @@ func snapshotNames(store *persistence.Store) []string {
 
 // receiver is the webhook receiver: it answers each attempt by a rule of
 // the seed (one in four fails), and keeps how often it accepted each
-// event at each endpoint: at most once, whatever crashes.
+// event at each endpoint: at most once, whatever crashes. With a window of
+// one attempt in flight per endpoint, attempts arrive in the order they
+// start, so it also checks that the first attempts of one room's events
+// to an endpoint arrive in sequence order (a retry comes when it comes).
 type receiver struct {
 	seed     int64
+	window   int // the dispatcher's window of attempts in flight per endpoint
 	mu       sync.Mutex
 	accepted map[string]int // url + " " + event id -> 2xx answers
+	seen     map[string]bool
+	lastSeq  map[string]int // url + " " + room id -> the sequence of the room's latest first attempt there
+	disorder []string       // first attempts that arrived after a later event of their room
 }
 
-func newReceiver(seed int64) *receiver { return &receiver{seed: seed, accepted: map[string]int{}} }
+func newReceiver(seed int64, window int) *receiver {
+	return &receiver{seed: seed, window: window, accepted: map[string]int{}, seen: map[string]bool{}, lastSeq: map[string]int{}}
+}
 
 func (r *receiver) Deliver(_ context.Context, url string, headers map[string]string, body []byte) webhookdelivery.Attempt {
 	var ev core.OutboxEvent
 	_ = json.Unmarshal(body, &ev)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if room, _ := ev.Data["room_id"].(string); room != "" && !r.seen[url+" "+ev.ID] {
+		r.seen[url+" "+ev.ID] = true
+		seq, _ := ev.Data["sequence"].(float64)
+		if key := url + " " + room; int(seq) < r.lastSeq[key] {
+			r.disorder = append(r.disorder, fmt.Sprintf("%s: %s sequence %d after sequence %d", url, room, int(seq), r.lastSeq[key]))
+		} else {
+			r.lastSeq[key] = int(seq)
+		}
+	}
 	h := sha256.Sum256([]byte(fmt.Sprintf("%d %s %s %s", r.seed, url, ev.ID, headers[webhooksig.HeaderTimestamp])))
 	if h[0]%4 == 0 {
 		return webhookdelivery.Attempt{StatusCode: 503, ResponseBody: "busy", Err: "receiver answered 503"}

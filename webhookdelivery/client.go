@@ -47,9 +47,13 @@ const (
 	// turn; each try shares the attempt's single timeout anyway.
 	maxDialAddresses = 4
 	// maxIdleConns and maxIdleConnsPerHost bound the keep-alive pool, which
-	// saves a TLS handshake per delivery to busy receivers.
-	maxIdleConns        = 64
-	maxIdleConnsPerHost = 2
+	// saves a TLS handshake per delivery to busy receivers. Per host it
+	// keeps a whole window (the attempts the dispatcher has in flight to
+	// one endpoint at most), so a full window's connections are all reused;
+	// in all, as many as the dispatcher has attempts in flight over every
+	// endpoint (its webhookConcurrency).
+	maxIdleConns        = 256
+	maxIdleConnsPerHost = MaxWindowAttempts
 	// idleConnTimeout closes pooled connections a receiver no longer uses.
 	idleConnTimeout = 90 * time.Second
 )
@@ -217,6 +221,12 @@ func NewClient(cfg ClientConfig) *Client {
 		// The captured body is kept as the receiver sent it, and a
 		// compressed body cannot expand behind the capture bound.
 		DisableCompression: true,
+		// HTTP/2 where a TLS receiver offers it (ALPN): a window of
+		// attempts then shares one connection. A transport with its own
+		// DialContext and TLS configuration speaks only HTTP/1.1 unless
+		// asked; HTTP/2 connections are dialled through the same
+		// dialContext, so every address check above still applies.
+		ForceAttemptHTTP2: true,
 	}
 	c.http = &http.Client{
 		Transport: transport,

@@ -524,4 +524,71 @@ func TestClientConfigDefaultsAndCaps(t *testing.T) {
 	if transport.TLSClientConfig.MinVersion < 0x0303 { // TLS 1.2
 		t.Fatalf("TLS MinVersion = %x, want at least TLS 1.2", transport.TLSClientConfig.MinVersion)
 	}
+	// A full window to one receiver keeps its connections; HTTP/2 is
+	// asked for where offered.
+	if transport.MaxIdleConnsPerHost < MaxWindowAttempts || transport.MaxIdleConns < transport.MaxIdleConnsPerHost || !transport.ForceAttemptHTTP2 {
+		t.Fatalf("idle connections %d per host, %d in all, HTTP/2 %v: want at least a window (%d) per host, and HTTP/2",
+			transport.MaxIdleConnsPerHost, transport.MaxIdleConns, transport.ForceAttemptHTTP2, MaxWindowAttempts)
+	}
+}
+
+// A TLS receiver that offers HTTP/2 is sent deliveries over HTTP/2, dialled
+// through the client's own dialer (the name resolved by the client's
+// resolver, the checked address dialled), and concurrent deliveries share
+// the one connection; a receiver that offers only HTTP/1.1 gets HTTP/1.1.
+func TestDeliverSpeaksHTTP2WhereOffered(t *testing.T) {
+	for _, offered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "h2", false: "http1.1"}[offered], func(t *testing.T) {
+			var mu sync.Mutex
+			protos := map[string]int{}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				protos[r.Proto]++
+				mu.Unlock()
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			srv.EnableHTTP2 = offered
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			caFile := filepath.Join(t.TempDir(), "receiver-ca.pem")
+			if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			resolver := &staticResolver{addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
+			c := NewClient(ClientConfig{AllowPrivate: true, ExtraCAFile: caFile, Resolver: resolver.resolve, Logger: discardLogger})
+			var dials atomic.Int32
+			dial := c.dial
+			c.dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+				dials.Add(1)
+				return dial(ctx, network, address)
+			}
+			url := "https://example.com:" + serverPort(t, srv) + "/hook"
+			deliver := func() {
+				if a := c.Deliver(context.Background(), url, signedHeaders("evt_h2"), testEnvelope); !a.Success {
+					t.Errorf("attempt = %+v, want success", a)
+				}
+			}
+			deliver() // the connection, then a window of deliveries at once
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() { defer wg.Done(); deliver() }()
+			}
+			wg.Wait()
+
+			want := "HTTP/1.1"
+			if offered {
+				want = "HTTP/2.0"
+				if n := dials.Load(); n != 1 {
+					t.Errorf("%d connections dialled for 9 deliveries over HTTP/2, want 1", n)
+				}
+			}
+			if protos[want] != 9 || len(protos) != 1 {
+				t.Fatalf("the receiver saw %v, want 9 requests over %s", protos, want)
+			}
+			if n := resolver.calls.Load(); n != dials.Load() {
+				t.Fatalf("%d resolutions for %d dials: every connection must be resolved and checked by the client", n, dials.Load())
+			}
+		})
+	}
 }

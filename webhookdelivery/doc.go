@@ -1,11 +1,12 @@
 // Package webhookdelivery is the sending side of rtcd's signed webhooks: the
 // destination policy applied to endpoint URLs, the delivery HTTP client, the
-// request headers of a delivery and the retry schedule.
+// request headers of a delivery, the retry schedule and the window of
+// attempts in flight per endpoint.
 //
 // It is a leaf: it knows nothing about storage, outboxes or endpoints. The
 // dispatcher that owns those calls CheckURL when an endpoint is created,
-// Headers and Client.Deliver for every attempt, and NextAttemptAt after
-// every failure.
+// Headers and Client.Deliver for every attempt, NextAttemptAt after every
+// failure and NextWindow after every outcome.
 //
 // # Destination safety
 //

@@ -25,12 +25,15 @@ import (
 // Webhook delivery. The outbox (written in the same batch as the state
 // change that caused each event) is drained by one fan-out loop: for every
 // event it writes one delivery per subscribed, enabled endpoint of the
-// event's project and deletes the outbox entry, in one durable batch. Each
-// endpoint has one worker goroutine that owns that endpoint's deliveries:
-// it attempts those due (by the injected clock) one at a time, in due
-// order, and records each attempt durably. A slow or dead endpoint therefore
-// only ever delays itself; the number of attempts in flight over all
-// endpoints is bounded by webhookConcurrency.
+// event's project, due from its creation, and deletes the outbox entry, in
+// one durable batch. Each endpoint has one worker goroutine that owns that
+// endpoint's deliveries: it starts those due (by the injected clock) in
+// due order, so an endpoint's first attempts start in outbox order, with a
+// sliding window of attempts in flight (webhookdelivery.NextWindow: it
+// grows on success and shrinks to one on failures), and records the
+// answered attempts in groups, one durable batch each. A slow or dead
+// endpoint therefore only ever delays itself; the number of attempts in
+// flight over all endpoints is bounded by webhookConcurrency.
 //
 //	pending --2xx--> succeeded
 //	pending/retrying --failure--> retrying (next attempt per the schedule) | dead (schedule exhausted)
@@ -52,14 +55,16 @@ const (
 	DeliveryDead      = "dead"
 )
 
-// Named bounds of the Dispatcher.
+// Named bounds of the Dispatcher. The attempts in flight to one endpoint
+// are bounded by its window (Settings.WindowAttempts, at most
+// webhookdelivery.MaxWindowAttempts), and so are the answered attempts
+// waiting for their group commit: they count in the window until recorded.
 const (
-	webhookConcurrency      = 32  // attempts in flight over all endpoints
-	fanoutBatchEvents       = 256 // outbox events moved per fan-out step
-	dueBatchDeliveries      = 16  // deliveries one worker step looks at
-	maxAttemptsKept         = 32  // attempts a delivery record keeps (the newest)
-	workerRetryQueue        = 64  // manual retry requests waiting per endpoint
-	fanoutIntervalMillis    = 200 // how often the outbox is polled (also nudged)
+	webhookConcurrency      = 4 * webhookdelivery.MaxWindowAttempts // attempts in flight over all endpoints: 256, four of the largest windows
+	fanoutBatchEvents       = 256                                   // outbox events moved per fan-out step
+	maxAttemptsKept         = 32                                    // attempts a delivery record keeps (the newest)
+	workerRetryQueue        = 64                                    // manual retry requests waiting per endpoint
+	fanoutIntervalMillis    = 200                                   // how often the outbox is polled (also nudged)
 	workerTickMillis        = 1000
 	maxStoredResponseBodies = 4096 // bytes of a receiver's response kept per attempt (the client's capture bound)
 	undeliveredIndexBatch   = 1024 // deliveries indexed per batch when building the undelivered index
@@ -148,17 +153,35 @@ func dueKey(endpointID string, due time.Time, deliveryID string) []byte {
 	return append(k, deliveryID...)
 }
 
+// Settings are how a dispatcher delivers.
+type Settings struct {
+	// ScheduleSeconds are the delays of the retries after failed attempts
+	// (--webhook-retry-schedule); nil: webhookdelivery.DefaultScheduleSeconds.
+	ScheduleSeconds []int
+	// WindowAttempts bounds the attempts in flight to one endpoint
+	// (--webhook-window); 0: webhookdelivery.DefaultWindowAttempts, at most
+	// webhookdelivery.MaxWindowAttempts.
+	WindowAttempts int
+}
+
 // Dispatcher is the fan-out loop and the endpoint workers of one engine.
 type Dispatcher struct {
-	env      *core.Env
-	sender   WebhookSender
-	schedule []int
-	sem      chan struct{}
-	nudge    chan struct{}
-	workers  sync.Map // endpoint id -> *endpointWorker
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	started  atomic.Bool
+	env         *core.Env
+	sender      WebhookSender
+	schedule    []int
+	windowLimit int           // the largest window of an endpoint
+	sem         chan struct{} // a slot per attempt in flight, webhookConcurrency in all
+	nudge       chan struct{}
+	workers     sync.Map // endpoint id -> *endpointWorker
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	started     atomic.Bool
+	// createdUpTo is the creation instant (Unix nanoseconds) of the newest
+	// delivery the fan-out wrote. A delivery is due from its creation, and
+	// a creation instant can run a few nanoseconds ahead of the clock (two
+	// creations in one reading of it get distinct instants), so the workers
+	// take every delivery created up to here as due, whatever the clock.
+	createdUpTo atomic.Int64
 }
 
 // endpointWorker owns one endpoint's deliveries.
@@ -168,10 +191,97 @@ type endpointWorker struct {
 	endpoint atomic.Pointer[core.WebhookEndpoint]
 	wake     chan struct{}
 	retry    chan retryRequest
+	results  chan *attempt // the answers of the attempts in flight (at most a window of them)
+	// addedBelow is the lowest due time (Unix nanoseconds) of the entries
+	// the fan-out added to the endpoint's due index since the worker last
+	// looked (math.MaxInt64: none); see scanFrom.
+	addedBelow atomic.Int64
 	// pending and retrying count the endpoint's undelivered deliveries by
 	// status, for the metrics: set from the undelivered index at Start,
 	// then moved after each batch that changes a status is durable.
 	pending, retrying atomic.Int64
+
+	// The rest is the worker's own: only its goroutine (or Step's caller)
+	// touches it.
+
+	// window is how many attempts may be in flight now, 1 to the
+	// dispatcher's windowLimit; it starts at one.
+	window int
+	// inFlight holds each delivery from the start of its attempt until
+	// the attempt's record is durable, by delivery id: none is started
+	// twice, and the group waiting for its commit counts in the window.
+	inFlight map[string]*attempt
+	// running counts the attempts of inFlight whose answer has not come.
+	running int
+	// answered are the attempts answered and not recorded yet.
+	answered []*attempt
+	// scanFrom is a due time (Unix nanoseconds) below which the endpoint's
+	// due index holds no entry, where its scans start. After a burst the
+	// start of the index is thousands of deleted entries, which a scan
+	// from the start would step over one by one, every time, until a
+	// compaction drops them. A scan moves scanFrom up to the first entry
+	// it finds; whoever adds an entry below it lowers it: the worker for
+	// retries and manual retries, the fan-out (through addedBelow) for new
+	// deliveries.
+	scanFrom int64
+	// opened is the endpoint's signing secret, opened once rather than
+	// decrypted for every attempt.
+	opened openedSecret
+}
+
+// attempt is one attempt of a delivery, from its start to its record.
+type attempt struct {
+	due         []byte   // the due entry (wq/) it was started from
+	dl          Delivery // the delivery as read at the start
+	requestedAt time.Time
+	res         webhookdelivery.Attempt // set by the attempt's goroutine before it sends the attempt back
+}
+
+func newWorker(d *Dispatcher, id string) *endpointWorker {
+	w := &endpointWorker{d: d, id: id, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue),
+		results: make(chan *attempt, webhookdelivery.MaxWindowAttempts), window: 1, inFlight: map[string]*attempt{}}
+	w.addedBelow.Store(math.MaxInt64)
+	return w
+}
+
+// added lowers the worker's scanFrom to at, the due time of an entry
+// added to its due index: the worker calls it for its own entries, the
+// fan-out through addedBelow.
+func (w *endpointWorker) added(at int64) {
+	w.scanFrom = min(w.scanFrom, at)
+}
+
+// fannedOut tells the worker, from the fan-out's goroutine, of an entry
+// due at at that the fan-out added (durably) to its due index.
+func (w *endpointWorker) fannedOut(at int64) {
+	for {
+		cur := w.addedBelow.Load()
+		if at >= cur || w.addedBelow.CompareAndSwap(cur, at) {
+			return
+		}
+	}
+}
+
+// openedSecret is a signing secret and the sealed bytes it was opened from.
+type openedSecret struct {
+	sealed []byte
+	secret string
+}
+
+// signingSecret is ep's signing secret: the one opened before when ep
+// carries the same sealed bytes, else opened now. An endpoint published
+// with another sealed secret (a rotation, an update of the endpoint) is
+// opened again; the cache holds one secret, the endpoint's current one.
+func (w *endpointWorker) signingSecret(ep *core.WebhookEndpoint) (string, bool) {
+	if w.opened.sealed != nil && bytes.Equal(w.opened.sealed, ep.SecretSealed) {
+		return w.opened.secret, true
+	}
+	secret, ok := w.d.env.Secrets.OpenWebhookSecret(ep)
+	if !ok {
+		return "", false
+	}
+	w.opened = openedSecret{sealed: bytes.Clone(ep.SecretSealed), secret: secret}
+	return secret, true
 }
 
 // moved moves one delivery's count from status from to status to (a
@@ -222,7 +332,10 @@ func (d *Dispatcher) Close() {
 // endpoint each worker sees (a disabled endpoint's worker idles).
 func (d *Dispatcher) EnsureWorkers(eps []*core.WebhookEndpoint) {
 	for _, ep := range eps {
-		v, loaded := d.workers.LoadOrStore(ep.ID, &endpointWorker{d: d, id: ep.ID, wake: make(chan struct{}, 1), retry: make(chan retryRequest, workerRetryQueue)})
+		v, loaded := d.workers.Load(ep.ID)
+		if !loaded {
+			v, loaded = d.workers.LoadOrStore(ep.ID, newWorker(d, ep.ID))
+		}
 		w := v.(*endpointWorker)
 		w.endpoint.Store(ep)
 		if !loaded && d.started.Load() {
@@ -259,13 +372,15 @@ func (d *Dispatcher) fanoutLoop() {
 	t := time.NewTicker(fanoutIntervalMillis * time.Millisecond)
 	defer t.Stop()
 	for {
+		// At once at start (what the outbox held when the process
+		// stopped), then every interval.
+		for d.fanout() == fanoutBatchEvents {
+		}
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
 		case <-d.nudge:
-		}
-		for d.fanout() == fanoutBatchEvents {
 		}
 	}
 }
@@ -276,8 +391,9 @@ func (d *Dispatcher) fanout() int {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
-	created := map[string]int{} // deliveries created, by endpoint
-	now := env.Clock.Now()
+	created := map[string]int{}      // deliveries created, by endpoint
+	lowest := map[string]time.Time{} // the first (lowest) due time added to each endpoint's due index
+	var newest time.Time
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
 		n++
 		b.Delete(append([]byte(nil), key...))
@@ -297,12 +413,21 @@ func (d *Dispatcher) fanout() int {
 			if !ep.Subscribed(ev.Type) {
 				continue
 			}
+			// Due from its creation: creation instants are distinct and
+			// rise in the order of this scan (the outbox's), so an
+			// endpoint's first attempts are due in outbox order, never
+			// tied (a tie would fall back to the random delivery id).
+			at := env.CreatedAt()
+			newest = at
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
-				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
+				Status: DeliveryPending, NextAttemptAt: at, CreatedAt: at, Event: append(json.RawMessage(nil), value...)}
 			b.Set(DeliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
 			b.Set(persistence.IndexKey(persistence.PrefixDelIdx, ep.ID, dl.CreatedAt.UnixNano(), dl.ID), []byte(dl.ID))
-			b.Set(dueKey(ep.ID, now, dl.ID), []byte(dl.ID))
+			b.Set(dueKey(ep.ID, at, dl.ID), []byte(dl.ID))
 			b.Set(undeliveredKey(ep.ID, dl.CreatedAt, dl.ID), []byte(DeliveryPending))
+			if created[ep.ID] == 0 {
+				lowest[ep.ID] = at
+			}
 			created[ep.ID]++
 		}
 		return true
@@ -316,15 +441,26 @@ func (d *Dispatcher) fanout() int {
 		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
 		return 0
 	}
+	if !newest.IsZero() {
+		d.createdUpTo.Store(max(d.createdUpTo.Load(), newest.UnixNano()))
+	}
 	for id, count := range created {
 		env.Metrics.Webhooks.Created(count)
 		if v, ok := d.workers.Load(id); ok {
 			w := v.(*endpointWorker)
 			w.pending.Add(int64(count))
+			w.fannedOut(lowest[id].UnixNano()) // before the poke: the scan it causes starts low enough
 			w.poke()
 		}
 	}
 	return n
+}
+
+// dueBy is the due time (Unix nanoseconds) up to which deliveries are
+// due: now by the injected clock, or the newest delivery's creation when
+// that is later.
+func (d *Dispatcher) dueBy() int64 {
+	return max(d.env.Clock.Now().UnixNano(), d.createdUpTo.Load())
 }
 
 func (w *endpointWorker) poke() {
@@ -341,90 +477,263 @@ func (w *endpointWorker) run() {
 	for {
 		select {
 		case <-w.d.stop:
+			w.finish()
 			return
 		case <-t.C:
 		case <-w.wake:
 		case r := <-w.retry:
-			r.answer <- w.requeue(r.deliveryID)
+			r.answer <- w.answerRetry(r.deliveryID)
+		case a := <-w.results:
+			w.received(a)
 		}
-		w.deliverDue()
+		w.step()
 	}
 }
 
-// deliverDue attempts, oldest due first, the deliveries due by now.
-func (w *endpointWorker) deliverDue() {
+// step records every attempt answered so far, in one batch, then starts
+// due deliveries while the window has room. After a failed record it
+// starts nothing until the next wake-up: the store is failing.
+func (w *endpointWorker) step() {
+	w.collect()
+	if w.record() == nil {
+		w.fill()
+	}
+}
+
+// drive is step run to completion on the caller's goroutine (Step): it
+// attempts everything due, the window's worth at a time, records each
+// group, and returns once no attempt is in flight.
+func (w *endpointWorker) drive() {
+	for {
+		if w.record() == nil {
+			w.fill()
+		}
+		if w.running == 0 {
+			return
+		}
+		w.received(<-w.results)
+		w.collect()
+	}
+}
+
+// finish waits for the attempts in flight and records them (Close).
+func (w *endpointWorker) finish() {
+	for w.running > 0 {
+		w.received(<-w.results)
+	}
+	_ = w.record()
+}
+
+// received takes an attempt's answer: the window grows by one after a
+// success and halves after a failure (webhookdelivery.NextWindow), and the
+// attempt waits for the next group commit.
+func (w *endpointWorker) received(a *attempt) {
+	w.running--
+	w.answered = append(w.answered, a)
+	w.window = webhookdelivery.NextWindow(w.window, w.d.windowLimit, a.res.Success)
+	w.d.env.Metrics.Webhooks.Attempt(a.res.Result(), float64(a.res.LatencyMillis)/1000)
+}
+
+// collect takes every answer that is already back, without waiting.
+func (w *endpointWorker) collect() {
+	for {
+		select {
+		case a := <-w.results:
+			w.received(a)
+		default:
+			return
+		}
+	}
+}
+
+// dueEntry is an entry of the due index (wq/) and the delivery it names.
+type dueEntry struct {
+	key []byte
+	id  string
+}
+
+// fill starts due deliveries, oldest due first, while the window has
+// room: the next steps of a full one follow at once, not at the next
+// wake-up. A delivery in flight (started, or answered and waiting for
+// its record) is never started twice. A disabled endpoint starts nothing;
+// its attempts in flight finish and are recorded.
+func (w *endpointWorker) fill() {
 	ep := w.endpoint.Load()
 	if ep == nil || ep.Status != core.EndpointEnabled {
 		return
 	}
-	env := w.d.env
-	now := env.Clock.Now()
-	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
-	type due struct{ key, id []byte }
-	var batch []due
-	_ = env.Store.Scan(prefix, dueBatchDeliveries, func(key, value []byte) bool {
-		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
-		if at > now.UnixNano() {
-			return false
-		}
-		batch = append(batch, due{append([]byte(nil), key...), append([]byte(nil), value...)})
-		return true
-	})
-	for _, d := range batch {
-		select {
-		case <-w.d.stop:
+	for {
+		room := w.window - len(w.inFlight)
+		if room <= 0 {
 			return
-		default:
 		}
-		w.attempt(ep, d.key, string(d.id))
+		due := w.dueEntries(room)
+		for _, e := range due {
+			if len(w.inFlight) >= w.window {
+				return // answers taken while waiting for a slot shrank it
+			}
+			if !w.start(ep, e) {
+				return
+			}
+		}
+		if len(due) < room {
+			return // nothing more is due
+		}
+		// Some entries were stale and dropped: look again.
 	}
 }
 
-// attempt makes one delivery attempt and records it durably.
-func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryID string) {
-	env := w.d.env
-	raw, err := env.Store.Get(DeliveryKey(w.id, deliveryID))
+// dueEntries are up to n entries of the endpoint's due index, in due
+// order, due by now and not in flight.
+func (w *endpointWorker) dueEntries(n int) []dueEntry {
+	prefix := persistence.IndexPrefix(persistence.PrefixDelDue, w.id)
+	w.added(w.addedBelow.Swap(math.MaxInt64))
+	from := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(max(w.scanFrom, 0)))
+	dueBy := w.d.dueBy()
+	var out []dueEntry
+	firstAt := int64(math.MaxInt64) // no entry found: there is none
+	err := w.d.env.Store.ScanFrom(prefix, from, 0, func(key, value []byte) bool {
+		at := int64(binary.BigEndian.Uint64(key[len(prefix):]))
+		firstAt = min(firstAt, at)
+		if at > dueBy {
+			return false
+		}
+		if _, busy := w.inFlight[string(value)]; busy {
+			return true
+		}
+		out = append(out, dueEntry{key: bytes.Clone(key), id: string(value)})
+		return len(out) < n
+	})
 	if err != nil {
-		return
+		slog.Error("webhook worker: reading the due deliveries failed", "endpoint_id", w.id, "error", err)
+		return out
+	}
+	w.scanFrom = firstAt
+	return out
+}
+
+// start begins one attempt of the delivery of e: it takes a global slot,
+// reads the delivery (after the slot: a manual retry answered while
+// waiting may have moved it), signs the request and sends it on a
+// goroutine of its own, whose answer comes back on results. It returns
+// false when the worker should start nothing more now: the dispatcher is
+// stopping, or the store or the secret cannot be read.
+func (w *endpointWorker) start(ep *core.WebhookEndpoint, e dueEntry) bool {
+	if !w.acquire() {
+		return false
+	}
+	started := false
+	defer func() {
+		if !started {
+			<-w.d.sem
+		}
+	}()
+	env := w.d.env
+	raw, err := env.Store.Get(DeliveryKey(w.id, e.id))
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		slog.Error("webhook worker: reading a delivery failed", "endpoint_id", w.id, "delivery_id", e.id, "error", err)
+		return false
 	}
 	var dl Delivery
-	if json.Unmarshal(raw, &dl) != nil {
-		return
+	if err == nil && json.Unmarshal(raw, &dl) != nil {
+		slog.Error("webhook worker: a delivery record does not decode; it is not attempted", "endpoint_id", w.id, "delivery_id", e.id)
+		dl = Delivery{}
 	}
-	if (dl.Status != DeliveryPending && dl.Status != DeliveryRetrying) || !bytes.Equal(due, dueKey(w.id, dl.NextAttemptAt, dl.ID)) {
-		// A manual retry moved the delivery after this batch was read: its
-		// own due key (if any) is the one to follow.
+	if (dl.Status != DeliveryPending && dl.Status != DeliveryRetrying) || !bytes.Equal(e.key, dueKey(w.id, dl.NextAttemptAt, dl.ID)) {
+		// A stale entry: a manual retry moved the delivery after the scan
+		// (its own due entry is the one to follow), or no delivery can be
+		// attempted from it.
 		b := env.Store.NewBatch()
-		b.Delete(due)
+		b.Delete(e.key)
 		if err := env.Store.CommitAndWait(b); err != nil {
-			// The stale entry stays and is looked at again next step.
-			slog.Error("webhook worker: dropping a stale due entry failed", "endpoint_id", w.id, "delivery_id", deliveryID, "error", err)
+			slog.Error("webhook worker: dropping a stale due entry failed", "endpoint_id", w.id, "delivery_id", e.id, "error", err)
+			return false
 		}
-		return
+		return true
 	}
-	secret, ok := env.Secrets.OpenWebhookSecret(ep)
+	secret, ok := w.signingSecret(ep)
 	if !ok {
-		return
+		slog.Error("webhook worker: the endpoint's signing secret cannot be opened", "endpoint_id", w.id)
+		return false
 	}
-	requestedAt := env.Clock.Now()
-	headers := webhookdelivery.Headers(dl.EventID, requestedAt.Unix(), dl.Event, secret)
-	done := make(chan webhookdelivery.Attempt, 1)
+	a := &attempt{due: e.key, dl: dl, requestedAt: env.Clock.Now()}
+	headers := webhookdelivery.Headers(dl.EventID, a.requestedAt.Unix(), dl.Event, secret)
+	w.inFlight[dl.ID] = a
+	w.running++
+	started = true
 	go func() {
-		w.d.sem <- struct{}{}
-		defer func() { <-w.d.sem }()
-		done <- w.d.sender.Deliver(context.Background(), ep.URL, headers, dl.Event)
+		a.res = w.d.sender.Deliver(context.Background(), ep.URL, headers, dl.Event)
+		<-w.d.sem
+		w.results <- a
 	}()
-	res := w.await(done, deliveryID)
+	return true
+}
 
-	env.Metrics.Webhooks.Attempt(res.Result(), float64(res.LatencyMillis)/1000)
+// acquire takes one of the global slots (webhookConcurrency), answering
+// manual retries and taking answers while it waits; false when the
+// dispatcher stops first.
+func (w *endpointWorker) acquire() bool {
+	for {
+		select {
+		case w.d.sem <- struct{}{}:
+			return true
+		case <-w.d.stop:
+			return false
+		case r := <-w.retry:
+			r.answer <- w.answerRetry(r.deliveryID)
+		case a := <-w.results:
+			w.received(a)
+		}
+	}
+}
 
-	before := dl.Status
+// record writes the records of the answered attempts in one batch and
+// waits for it to be durable: one fsync for the group, not one per
+// attempt. A crash before then loses the records, and those attempts are
+// made again after the restart (delivery is at least once); at most a
+// window of them, as nothing more is started while they wait. When the
+// batch fails, the deliveries stay due as they were and are attempted
+// again.
+func (w *endpointWorker) record() error {
+	if len(w.answered) == 0 {
+		return nil
+	}
+	env := w.d.env
+	b := env.Store.NewBatch()
+	before := make([]string, len(w.answered))
+	for i, a := range w.answered {
+		before[i] = a.dl.Status
+		w.apply(b, a)
+	}
+	err := env.Store.CommitAndWait(b)
+	if err != nil {
+		slog.Error("webhook worker: recording attempts failed", "endpoint_id", w.id, "attempts", len(w.answered), "error", err)
+	}
+	for i, a := range w.answered {
+		delete(w.inFlight, a.dl.ID)
+		if err != nil {
+			continue
+		}
+		w.moved(before[i], a.dl.Status)
+		if a.dl.Status == DeliveryDead {
+			env.Metrics.Webhooks.Dead()
+		}
+	}
+	clear(w.answered)
+	w.answered = w.answered[:0]
+	return err
+}
+
+// apply adds to b the delivery's record after a's outcome: the attempt
+// appended, the due entry it was started from deleted, and the next one
+// (a retry) or none.
+func (w *endpointWorker) apply(b *persistence.Batch, a *attempt) {
+	dl, res := &a.dl, a.res
 	dl.AttemptCount++
 	dl.ScheduleStep++
-	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: core.Timestamp(requestedAt), ResponseStatus: res.StatusCode,
+	att := DeliveryAttempt{Attempt: dl.AttemptCount, RequestedAt: core.Timestamp(a.requestedAt), ResponseStatus: res.StatusCode,
 		LatencyMillis: res.LatencyMillis, ResponseBody: res.ResponseBody}
-	b := env.Store.NewBatch()
-	b.Delete(due)
+	b.Delete(a.due)
 	undelivered := undeliveredKey(w.id, dl.CreatedAt, dl.ID)
 	if res.Success {
 		dl.Status = DeliverySucceeded
@@ -432,11 +741,12 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 	} else {
 		msg := res.Err
 		att.Error = &msg
-		if next, more := webhookdelivery.NextAttemptAt(dl.ScheduleStep, requestedAt, w.d.schedule); more {
+		if next, more := webhookdelivery.NextAttemptAt(dl.ScheduleStep, a.requestedAt, w.d.schedule); more {
 			dl.Status = DeliveryRetrying
 			dl.NextAttemptAt = next
 			att.NextAttemptAt = core.OptionalTimestamp(next)
 			b.Set(dueKey(w.id, next, dl.ID), []byte(dl.ID))
+			w.added(next.UnixNano())
 			b.Set(undelivered, []byte(DeliveryRetrying))
 		} else {
 			dl.Status = DeliveryDead
@@ -449,39 +759,20 @@ func (w *endpointWorker) attempt(ep *core.WebhookEndpoint, due []byte, deliveryI
 		dl.Attempts = dl.Attempts[len(dl.Attempts)-maxAttemptsKept:]
 	}
 	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
-	if err := env.Store.CommitAndWait(b); err != nil {
-		// Not recorded: the delivery is still due as before and is
-		// attempted again (delivery is at least once).
-		slog.Error("webhook worker: recording an attempt failed", "endpoint_id", w.id, "delivery_id", dl.ID, "error", err)
-		return
-	}
-	w.moved(before, dl.Status)
-	if dl.Status == DeliveryDead {
-		env.Metrics.Webhooks.Dead()
-	}
 }
 
-// await waits for the attempt in flight and meanwhile answers manual retry
-// requests, so that POST …/retry never waits for a slow receiver. The
-// delivery in flight is answered with its state as is: it is being
-// attempted now.
-func (w *endpointWorker) await(done <-chan webhookdelivery.Attempt, inFlight string) webhookdelivery.Attempt {
-	for {
-		select {
-		case res := <-done:
-			return res
-		case r := <-w.retry:
-			if r.deliveryID == inFlight {
-				r.answer <- w.inFlight(inFlight)
-			} else {
-				r.answer <- w.requeue(r.deliveryID)
-			}
-		}
+// answerRetry applies a manual retry. A delivery in flight is answered
+// with its state as it is: it is being attempted now (so POST …/retry
+// never waits for a slow receiver).
+func (w *endpointWorker) answerRetry(deliveryID string) core.Reply {
+	if _, busy := w.inFlight[deliveryID]; busy {
+		return w.beingAttempted(deliveryID)
 	}
+	return w.requeue(deliveryID)
 }
 
-// inFlight answers a manual retry of the delivery being attempted.
-func (w *endpointWorker) inFlight(deliveryID string) core.Reply {
+// beingAttempted answers a manual retry of a delivery in flight.
+func (w *endpointWorker) beingAttempted(deliveryID string) core.Reply {
 	raw, err := w.d.env.Store.Get(DeliveryKey(w.id, deliveryID))
 	if err != nil {
 		return core.Reply{Err: ErrDeliveryNotFound(deliveryID)}
@@ -519,6 +810,7 @@ func (w *endpointWorker) requeue(deliveryID string) core.Reply {
 	dl.Status = DeliveryRetrying
 	dl.NextAttemptAt = now
 	b.Set(dueKey(w.id, now, dl.ID), []byte(dl.ID))
+	w.added(now.UnixNano())
 	b.Set(undeliveredKey(w.id, dl.CreatedAt, dl.ID), []byte(DeliveryRetrying))
 	b.Set(DeliveryKey(w.id, dl.ID), core.MustJSON(dl))
 	if err := env.Store.CommitAndWait(b); err != nil {
@@ -533,12 +825,11 @@ func ErrDeliveryNotFound(id string) *apierr.Error {
 	return apierr.New(apierr.InvalidRequest, "no delivery %q for this endpoint", id).WithStatus(404).WithDetails("field", "delivery_id")
 }
 
-// Start starts delivery with sender and the retry schedule (seconds;
-// webhookdelivery.DefaultScheduleSeconds when nil): the fan-out loop and a
+// Start starts delivery with sender and settings: the fan-out loop and a
 // worker for every endpoint registered so far. Without it events stay in
 // the outbox.
-func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
-	d.Drive(sender, schedule)
+func (d *Dispatcher) Start(sender WebhookSender, settings Settings) {
+	d.Drive(sender, settings)
 	// The backlog gauges' count (and, on a store written before their
 	// index, the index itself: a durable write) belong to a serving
 	// dispatcher only; the crash simulation drives one without them.
@@ -553,21 +844,24 @@ func (d *Dispatcher) Start(sender WebhookSender, schedule []int) {
 	})
 }
 
-// Drive gives the dispatcher its sender and retry schedule (as Start)
-// but starts nothing: its caller runs delivery with Step. It is for the
-// crash simulation (package sim), which delivers on its one goroutine,
-// between commands, in an order a seed replays; production calls Start.
-func (d *Dispatcher) Drive(sender WebhookSender, schedule []int) {
+// Drive gives the dispatcher its sender and settings (as Start) but
+// starts nothing: its caller runs delivery with Step. It is for the crash
+// simulation (package sim), which delivers between commands, in an order
+// a seed replays; production calls Start.
+func (d *Dispatcher) Drive(sender WebhookSender, settings Settings) {
 	d.sender = sender
-	d.schedule = schedule
+	d.schedule = settings.ScheduleSeconds
 	if d.schedule == nil {
 		d.schedule = append([]int(nil), webhookdelivery.DefaultScheduleSeconds...)
 	}
+	d.windowLimit = webhookdelivery.WindowLimit(settings.WindowAttempts)
 }
 
 // Step runs on the caller's goroutine what the loops of Start run on
-// theirs: one fan-out step, then one step of each endpoint's worker
-// (the deliveries due by now), in endpoint id order. It returns how many
+// theirs: one fan-out step, then each endpoint's worker, in endpoint id
+// order, until it has attempted and recorded everything due by now (its
+// window of attempts in flight at a time, on goroutines of their own that
+// Step waits for; each group recorded in one batch). It returns how many
 // outbox events the fan-out moved. Only for a dispatcher given Drive.
 func (d *Dispatcher) Step() int {
 	n := d.fanout()
@@ -578,7 +872,7 @@ func (d *Dispatcher) Step() int {
 	})
 	slices.SortFunc(workers, func(a, b *endpointWorker) int { return strings.Compare(a.id, b.id) })
 	for _, w := range workers {
-		w.deliverDue()
+		w.drive()
 	}
 	return n
 }

@@ -67,7 +67,7 @@ func TestStepDeliversOnlyWhenStepped(t *testing.T) {
 
 	d := New(env)
 	sender := &scriptedSender{succeed: []bool{false, true}}
-	d.Drive(sender, []int{60})
+	d.Drive(sender, Settings{ScheduleSeconds: []int{60}})
 	d.EnsureWorkers([]*core.WebhookEndpoint{ep})
 
 	b := store.NewBatch()
