@@ -24,7 +24,7 @@ import (
 // The owners of state, and the other packages under actors/.
 var (
 	owners     = []string{"rtcd/actors/room", "rtcd/actors/project", "rtcd/actors/wallet", "rtcd/actors/directory"}
-	nonOwners  = []string{"rtcd/actors", "rtcd/actors/core", "rtcd/actors/dispatch"}
+	nonOwners  = []string{"rtcd/actors", "rtcd/actors/core", "rtcd/actors/core/coretest", "rtcd/actors/dispatch"}
 	leafOwners = []string{"rtcd/actors/room", "rtcd/actors/wallet"} // import no other owner
 )
 
@@ -86,6 +86,13 @@ func TestPackageRules(t *testing.T) {
 	}
 	if dependsOn("rtcd/actors/core", "rtcd/actors") {
 		t.Error("core imports rtcd/actors")
+	}
+	// coretest is the owners' shared test helpers: it may import the
+	// kernel, never an owner or the engine (every owner's tests import it).
+	for _, dep := range append(slices.Clone(owners), "rtcd/actors") {
+		if dependsOn("rtcd/actors/core/coretest", dep) {
+			t.Errorf("core/coretest imports %s; the owners' test helpers import only the kernel", dep)
+		}
 	}
 	for _, o := range append(slices.Clone(owners), "rtcd/actors/dispatch") {
 		if dependsOn(o, "rtcd/actors") {
