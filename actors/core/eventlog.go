@@ -47,7 +47,7 @@ func (l *Log[E, S]) State() S { return l.state }
 // again. A log without a snapshot starts from noSnapshot(), or is an
 // error when noSnapshot is nil (every owner but the directory has one from
 // the batch that created it).
-func RecoverLog[E any, S State[E]](store *persistence.Store, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*Log[E, S], error) {
+func RecoverLog[E any, S State[E]](store persistence.Storage, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*Log[E, S], error) {
 	l := &Log[E, S]{journal: persistence.NewJournal(store, name, snapshotEveryEvents)}
 	loaded := false
 	_, err := l.journal.Recover(
@@ -113,7 +113,7 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 // as a snapshot is. It starts no actor and writes nothing: it is how a
 // test (the crash simulation, package sim) reads what recovery would find,
 // to compare it with a live owner's state.
-func ReplayLog[E any, S State[E]](store *persistence.Store, name string, blank, noSnapshot func() S) ([]byte, error) {
+func ReplayLog[E any, S State[E]](store persistence.Storage, name string, blank, noSnapshot func() S) ([]byte, error) {
 	l, err := RecoverLog(store, name, 1, blank, noSnapshot)
 	if err != nil {
 		return nil, err

@@ -651,7 +651,7 @@ func (a *walletActor) addProject(m core.AddProject) {
 // Replay is the state recovery rebuilds for the wallet of accountID from
 // store, encoded as ReadState answers; it starts no actor and writes
 // nothing (core.ReplayLog).
-func Replay(store *persistence.Store, accountID string) ([]byte, error) {
+func Replay(store persistence.Storage, accountID string) ([]byte, error) {
 	return core.ReplayLog(store, Journal(accountID), func() *walletState { return &walletState{} }, nil)
 }
 
