@@ -45,6 +45,10 @@ type Target struct {
 	// Fences: two writers can open one store at once, and the store
 	// refuses a writer that lost its journal (Storage.ClaimJournal).
 	Fences bool
+	// ScansMayTear: a scan that batches keep landing under while it reads
+	// may show part of one (JetStream, past its retries). Without it, the
+	// suite checks that a scan during a stream of batches sees each whole.
+	ScansMayTear bool
 }
 
 // waitSeconds bounds every wait for a callback or a helper process.
@@ -58,11 +62,12 @@ const helperEnv = "RTCD_STORETEST_KILL_HELPER"
 // kill -9 test, as the writer process that is killed: there Run writes
 // until it is killed and never returns.
 func Run(t *testing.T, target Target) {
-	if spec, ok := os.LookupEnv(helperEnv); ok {
-		killHelper(target, spec) // never returns
-	}
+	HelperIfAsked(target)
 	t.Run("batch is all or nothing", func(t *testing.T) { testAllOrNothing(t, target) })
 	t.Run("scan in key order", func(t *testing.T) { testScanOrder(t, target) })
+	if !target.ScansMayTear {
+		t.Run("scan sees a batch whole or not at all", func(t *testing.T) { testScanIsolation(t, target) })
+	}
 	t.Run("done and barriers in commit order", func(t *testing.T) { testCallbackOrder(t, target) })
 	t.Run("commit and wait", func(t *testing.T) { testCommitAndWait(t, target) })
 	t.Run("journal recovers snapshot and tail", func(t *testing.T) { testJournal(t, target) })
@@ -258,6 +263,65 @@ func testScanOrder(t *testing.T, target Target) {
 	if got := scanAll(t, s, "q/", 0); len(got) != 0 {
 		t.Fatalf("scan of an empty prefix gave %q", got)
 	}
+}
+
+// testScanIsolation: while another writer (a second opening of the store
+// where the store allows one, else the same) overwrites a set of keys
+// batch after batch, each batch giving them all one new value, every scan
+// sees them all with one value: no scan shows part of a batch.
+func testScanIsolation(t *testing.T, target Target) {
+	spec := target.New(t)
+	reader := open(t, target, spec)
+	writer := reader
+	if target.Fences {
+		writer = open(t, target, spec)
+	}
+	const keys, generations = 40, 60
+	write := func(g int) {
+		b := writer.NewBatch()
+		for k := range keys {
+			b.Set([]byte(fmt.Sprintf("iso/%03d", k)), []byte(strconv.Itoa(g)))
+		}
+		if err := writer.CommitAndWait(b); err != nil {
+			t.Errorf("generation %d: %v", g, err)
+		}
+	}
+	write(0)
+	stop := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for g := 1; g <= generations; g++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			write(g)
+		}
+	}()
+	scans := 0
+	for done := false; !done; {
+		select {
+		case <-wrote:
+			done = true
+		default:
+		}
+		values := map[string]int{}
+		n := 0
+		if err := reader.Scan([]byte("iso/"), 0, func(_, v []byte) bool { values[string(v)]++; n++; return true }); err != nil {
+			close(stop)
+			<-wrote
+			t.Fatalf("scan during writes: %v", err)
+		}
+		if n != keys || len(values) != 1 {
+			close(stop)
+			<-wrote
+			t.Fatalf("a scan saw %d keys with values %v: part of a batch", n, values)
+		}
+		scans++
+	}
+	t.Logf("%d scans during %d batches, each saw one batch whole", scans, generations)
 }
 
 // testCallbackOrder: done callbacks run in commit order, each only once
@@ -465,6 +529,15 @@ const (
 	killWaitSeconds = waitSeconds
 )
 
+// HelperIfAsked turns this process into the killed writer when it is the
+// helper a kill test re-executed (and never returns then). A test that
+// calls KillMidBatch itself, rather than through Run, calls it first.
+func HelperIfAsked(target Target) {
+	if spec, ok := os.LookupEnv(helperEnv); ok {
+		killHelper(target, spec)
+	}
+}
+
 func killHelper(target Target, spec string) {
 	s, err := target.Open(spec, func(err error) {
 		fmt.Printf("fatal %v\n", err)
@@ -495,7 +568,19 @@ func killHelper(target Target, spec string) {
 	os.Exit(4) // never killed: the parent reports it
 }
 
-func testKill9(t *testing.T, target Target) {
+// KillReport is what a store held after its writer was killed mid-batch.
+type KillReport struct {
+	Acked int // batches acknowledged before the kill
+	Whole int // batches found with every key
+	Torn  int // batches found with some of their keys: all-or-nothing broken
+	Lost  int // acknowledged batches not found at all
+}
+
+// KillMidBatch runs the writer in a helper process (this test binary,
+// re-executed), kills it with SIGKILL just after it starts a batch, opens
+// the store and counts what it holds. It fails the test only when the
+// helper cannot be run; judging the report is the caller's.
+func KillMidBatch(t *testing.T, target Target) KillReport {
 	spec := target.New(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^"+strings.Split(t.Name(), "/")[0]+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+spec)
@@ -565,23 +650,38 @@ func testKill9(t *testing.T, target Target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n, count := range perBatch {
-		if count != killBatchKeys {
-			t.Fatalf("batch %d survived the kill with %d of its %d keys", n, count, killBatchKeys)
+	r := KillReport{Acked: len(acked)}
+	for _, count := range perBatch {
+		if count == killBatchKeys {
+			r.Whole++
+		} else {
+			r.Torn++
 		}
 	}
 	for n := range acked {
 		if perBatch[n] == 0 {
-			t.Fatalf("batch %d was acknowledged but is lost after the kill", n)
+			r.Lost++
 		}
 	}
-	t.Logf("killed after %d acknowledged batches; %d batches whole on reopen", len(acked), len(perBatch))
+	return r
+}
+
+func testKill9(t *testing.T, target Target) {
+	r := KillMidBatch(t, target)
+	if r.Torn > 0 {
+		t.Fatalf("%d batches survived the kill in part (%+v): a batch must be all or nothing", r.Torn, r)
+	}
+	if r.Lost > 0 {
+		t.Fatalf("%d acknowledged batches are lost after the kill (%+v)", r.Lost, r)
+	}
+	t.Logf("killed after %d acknowledged batches; %d batches whole on reopen", r.Acked, r.Whole)
 }
 
 // testFencing: writer A claims a journal and appends; writer B, on the
-// same store, claims it and appends; A's next append is refused with
-// ErrFenced (from CommitAndWait, and through the fatal handler from
-// Commit), and nothing of A's refused batches is written. B goes on.
+// same store, claims it; A's next appends are refused with ErrFenced (from
+// CommitAndWait, and through the fatal handler from Commit), before and
+// after B appends, and nothing of A's refused batches is written. B goes
+// on.
 func testFencing(t *testing.T, target Target) {
 	spec := target.New(t)
 	a := open(t, target, spec)
@@ -595,14 +695,20 @@ func testFencing(t *testing.T, target Target) {
 	if cb.sum != ca.sum {
 		t.Fatalf("the second writer recovered %d, the first wrote %d", cb.sum, ca.sum)
 	}
-	cb.appendN(t, b, jb, 4, 5)
-
+	// The claim alone takes the journal: the old writer's next append is
+	// refused even before the new writer appends anything.
 	stale := a.NewBatch()
 	ja.Append(stale, []byte("100"))
 	stale.Set([]byte("stale/record"), []byte("x"))
 	err := a.CommitAndWait(stale)
 	if !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("the stale writer's append: %v, want ErrFenced", err)
+	}
+	cb.appendN(t, b, jb, 4, 5)
+	again := a.NewBatch()
+	ja.Append(again, []byte("200"))
+	if err := a.CommitAndWait(again); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("the stale writer's second append: %v, want ErrFenced", err)
 	}
 
 	// Through Commit: the fatal handler gets ErrFenced, done never runs.
