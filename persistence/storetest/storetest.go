@@ -525,6 +525,7 @@ const (
 	killBatchKeys   = 400
 	killValueBytes  = 256
 	killAfterAcks   = 5
+	killInFlightMax = 4
 	killBatchesMax  = 100000 // the helper stops by itself long before
 	killWaitSeconds = waitSeconds
 )
@@ -556,14 +557,19 @@ func killHelper(target Target, spec string) {
 		mu.Unlock()
 	}
 	pad := strings.Repeat("p", killValueBytes)
+	// At most killInFlightMax batches wait for their acknowledgement, as
+	// an actor's do (bounded queues): the store is always busy writing
+	// one, and the helper's memory stays small.
+	inFlight := make(chan struct{}, killInFlightMax)
 	for n := range killBatchesMax {
 		b := s.NewBatch()
 		value := []byte(strconv.Itoa(n) + "/" + pad)
 		for k := range killBatchKeys {
 			b.Set([]byte(fmt.Sprintf("kill/%06d/%04d", n, k)), value)
 		}
+		inFlight <- struct{}{}
 		say("begin %d", n)
-		s.Commit(b, func() { say("ack %d", n) })
+		s.Commit(b, func() { say("ack %d", n); <-inFlight })
 	}
 	os.Exit(4) // never killed: the parent reports it
 }
