@@ -14,7 +14,8 @@ import "fmt"
 // error for callers to drop. Operating errors (a disk or a cluster that
 // refuses the batch) come from Commit and CommitAndWait.
 type Batch struct {
-	w BatchWriter
+	w      BatchWriter
+	writes int
 }
 
 // BatchWriter is where a Batch's writes go: a Pebble batch, or the record
@@ -46,6 +47,7 @@ func (b *Batch) Set(key, value []byte) {
 	if err := b.w.Set(key, value); err != nil {
 		panic(fmt.Sprintf("persistence: assertion failed: batch Set: %v", err))
 	}
+	b.writes++
 }
 
 // Delete adds the deletion of key.
@@ -53,7 +55,12 @@ func (b *Batch) Delete(key []byte) {
 	if err := b.w.Delete(key); err != nil {
 		panic(fmt.Sprintf("persistence: assertion failed: batch Delete: %v", err))
 	}
+	b.writes++
 }
+
+// Writes is how many sets and deletes were added to b (a key written
+// twice counts twice), to hold a batch to Storage.MaxBatchWrites.
+func (b *Batch) Writes() int { return b.writes }
 
 // TruncateJournal adds the removal of actorID's journal entries up to and
 // including throughSeq (see BatchWriter.TruncateJournal).

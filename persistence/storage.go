@@ -42,6 +42,11 @@ var ErrFenced = errors.New("persistence: fenced: another writer owns this journa
 //     journal once another writer has claimed or appended to it since
 //     (ErrFenced). Pebble has one writer per directory (the data directory
 //     lock) and does nothing.
+//   - MaxBatchWrites is the most writes one batch may hold (distinct keys,
+//     plus one per journal it appends to), 0 for no limit: Pebble has
+//     none, JetStream takes at most 1000 messages in an atomic batch. A
+//     caller that gathers work into one batch (the webhook fan-out, say)
+//     stops there and takes the rest in the next batch.
 //   - SnapshotSeconds is where a journal reports the time to encode and add
 //     a snapshot to its batch; nil observes nothing.
 //   - Close waits for pending commits and releases the store. No Commit may
@@ -54,6 +59,7 @@ type Storage interface {
 	Get(key []byte) ([]byte, error)
 	Scan(prefix []byte, limit int, fn func(key, value []byte) bool) error
 	ClaimJournal(actorID string) error
+	MaxBatchWrites() int
 	SnapshotSeconds() prometheus.Observer
 	Close() error
 }

@@ -111,6 +111,9 @@ func (s *Store) NewBatch() *Batch { return NewBatchOf(pebbleBatch{pb: s.db.NewBa
 // data directory lock), so no other writer can append to a journal.
 func (s *Store) ClaimJournal(string) error { return nil }
 
+// MaxBatchWrites is 0: a Pebble batch has no limit on its writes.
+func (s *Store) MaxBatchWrites() int { return 0 }
+
 // SnapshotSeconds is the observer of a journal's snapshot writes.
 func (s *Store) SnapshotSeconds() prometheus.Observer { return s.metrics.SnapshotSeconds }
 

@@ -265,38 +265,51 @@ func (d *Dispatcher) fanoutLoop() {
 		case <-t.C:
 		case <-d.nudge:
 		}
-		for d.fanout() == fanoutBatchEvents {
+		for _, more := d.fanout(); more; _, more = d.fanout() {
 		}
 	}
 }
 
+// writesPerDelivery are the records a new delivery writes: wd/, wi/, wq/
+// and wu/.
+const writesPerDelivery = 4
+
 // fanout moves up to fanoutBatchEvents outbox events into deliveries, in
-// one durable batch, and returns how many it moved.
-func (d *Dispatcher) fanout() int {
+// one durable batch, and returns how many it moved and whether more may be
+// waiting (it stopped at fanoutBatchEvents, or at the store's limit on a
+// batch's writes, Storage.MaxBatchWrites: an event's deliveries are never
+// split over two batches).
+func (d *Dispatcher) fanout() (moved int, more bool) {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
+	writes, maxWrites := 0, env.Store.MaxBatchWrites()
+	full := false
 	created := map[string]int{} // deliveries created, by endpoint
 	now := env.Clock.Now()
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
+		var ev core.OutboxEvent
+		var subscribed []*core.WebhookEndpoint
+		if json.Unmarshal(value, &ev) == nil { // unreadable: nothing can deliver it
+			if gate, ok := env.Registry.ProjectGate(ev.ProjectID); ok {
+				if eps := gate.Endpoints.Load(); eps != nil {
+					for _, ep := range *eps {
+						if ep.Subscribed(ev.Type) {
+							subscribed = append(subscribed, ep)
+						}
+					}
+				}
+			}
+		}
+		needed := 1 + writesPerDelivery*len(subscribed)
+		if maxWrites > 0 && n > 0 && writes+needed > maxWrites {
+			full = true
+			return false // the next batch takes it
+		}
+		writes += needed
 		n++
 		b.Delete(append([]byte(nil), key...))
-		var ev core.OutboxEvent
-		if json.Unmarshal(value, &ev) != nil {
-			return true // unreadable: nothing can deliver it
-		}
-		gate, ok := env.Registry.ProjectGate(ev.ProjectID)
-		if !ok {
-			return true
-		}
-		eps := gate.Endpoints.Load()
-		if eps == nil {
-			return true
-		}
-		for _, ep := range *eps {
-			if !ep.Subscribed(ev.Type) {
-				continue
-			}
+		for _, ep := range subscribed {
 			dl := Delivery{ID: ids.New(ids.Delivery), EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type,
 				Status: DeliveryPending, NextAttemptAt: now, CreatedAt: env.CreatedAt(), Event: append(json.RawMessage(nil), value...)}
 			b.Set(DeliveryKey(ep.ID, dl.ID), core.MustJSON(dl))
@@ -309,12 +322,12 @@ func (d *Dispatcher) fanout() int {
 	})
 	if n == 0 {
 		b.Discard()
-		return 0
+		return 0, false
 	}
 	if err := env.Store.CommitAndWait(b); err != nil {
 		// Retried next tick: the outbox entries are still there.
 		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
-		return 0
+		return 0, false
 	}
 	for id, count := range created {
 		env.Metrics.Webhooks.Created(count)
@@ -324,7 +337,7 @@ func (d *Dispatcher) fanout() int {
 			w.poke()
 		}
 	}
-	return n
+	return n, full || n == fanoutBatchEvents
 }
 
 func (w *endpointWorker) poke() {
@@ -570,7 +583,7 @@ func (d *Dispatcher) Drive(sender WebhookSender, schedule []int) {
 // (the deliveries due by now), in endpoint id order. It returns how many
 // outbox events the fan-out moved. Only for a dispatcher given Drive.
 func (d *Dispatcher) Step() int {
-	n := d.fanout()
+	n, _ := d.fanout()
 	var workers []*endpointWorker
 	d.workers.Range(func(_, v any) bool {
 		workers = append(workers, v.(*endpointWorker))

@@ -204,6 +204,9 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 // NewBatch returns an empty batch.
 func (s *Store) NewBatch() *persistence.Batch { return persistence.NewBatchOf(newBatchWriter()) }
 
+// MaxBatchWrites is MaxBatchMessages.
+func (s *Store) MaxBatchWrites() int { return MaxBatchMessages }
+
 // SnapshotSeconds is the observer of the journals' snapshot writes.
 func (s *Store) SnapshotSeconds() prometheus.Observer { return s.metrics.SnapshotSeconds }
 
