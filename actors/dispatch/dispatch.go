@@ -671,9 +671,14 @@ func (d *Dispatcher) countBacklog() {
 
 // buildUndeliveredIndex indexes every pending and retrying delivery (each
 // has a due entry, wq/) and marks the index built, in batches of
-// undeliveredIndexBatch.
+// undeliveredIndexBatch, or of fewer on a store that takes fewer writes in
+// a batch (Storage.MaxBatchWrites; one is kept for the mark).
 func (d *Dispatcher) buildUndeliveredIndex() error {
 	env := d.env
+	perBatch := undeliveredIndexBatch
+	if m := env.Store.MaxBatchWrites(); m > 0 {
+		perBatch = max(1, min(perBatch, m-1))
+	}
 	b := env.Store.NewBatch()
 	n := 0
 	var scanErr error
@@ -693,7 +698,7 @@ func (d *Dispatcher) buildUndeliveredIndex() error {
 			return true
 		}
 		b.Set(undeliveredKey(dl.EndpointID, dl.CreatedAt, dl.ID), []byte(dl.Status))
-		if n++; n%undeliveredIndexBatch == 0 {
+		if n++; n%perBatch == 0 {
 			if scanErr = env.Store.CommitAndWait(b); scanErr != nil {
 				return false
 			}

@@ -98,3 +98,48 @@ func TestFanoutStaysWithinTheStoresBatchLimit(t *testing.T) {
 	}
 	t.Logf("%d events moved in batches of %v writes", moved, store.batches)
 }
+
+// TestUndeliveredIndexBuildStaysWithinTheStoresBatchLimit: on a store
+// taking 4 writes a batch, the index of 10 undelivered deliveries is built
+// 3 entries a batch (one write is kept for the mark that ends it), every
+// delivery indexed.
+func TestUndeliveredIndexBuildStaysWithinTheStoresBatchLimit(t *testing.T) {
+	pebbleStore, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pebbleStore.Close()
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	b := pebbleStore.NewBatch()
+	const deliveries = 10
+	for i := range deliveries {
+		dl := Delivery{ID: fmt.Sprintf("wd_%02d", i), EndpointID: "we_a", EventID: "evt", EventType: "room.ended", Status: DeliveryPending,
+			NextAttemptAt: t0, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+		b.Set(DeliveryKey(dl.EndpointID, dl.ID), core.MustJSON(dl))
+		b.Set(dueKey(dl.EndpointID, dl.NextAttemptAt, dl.ID), []byte(dl.ID))
+	}
+	if err := pebbleStore.CommitAndWait(b); err != nil {
+		t.Fatal(err)
+	}
+	store := &limitedStore{Store: pebbleStore, t: t, maxWrites: 4}
+	env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := New(env).buildUndeliveredIndex(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	_ = store.Scan([]byte(persistence.PrefixUndelivered), 0, func(_, _ []byte) bool { n++; return true })
+	if n != deliveries {
+		t.Fatalf("%d deliveries indexed, want %d", n, deliveries)
+	}
+	if _, err := store.Get(undeliveredIndexBuilt); err != nil {
+		t.Fatalf("the index is not marked built: %v", err)
+	}
+	t.Logf("built in batches of %v writes", store.batches)
+}
