@@ -43,10 +43,10 @@ func (s *limitedStore) CommitAndWait(b *persistence.Batch) error {
 	return s.Store.CommitAndWait(b)
 }
 
-// TestIdempotencySweepStaysWithinTheStoresBatchLimit: on a store taking 12
-// writes a batch, the sweep deletes 6 expired records (two keys each) a
-// batch, and goes on until none is left.
-func TestIdempotencySweepStaysWithinTheStoresBatchLimit(t *testing.T) {
+// startLimited bootstraps a Pebble store, lets before write into it, and
+// starts an engine on it through a limitedStore of maxWrites.
+func startLimited(t *testing.T, maxWrites int, before func(*persistence.Store, BootstrapResult)) (*Engine, *limitedStore, *clock.Fake, *core.Caller) {
+	t.Helper()
 	pebbleStore, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,10 @@ func TestIdempotencySweepStaysWithinTheStoresBatchLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &limitedStore{Store: pebbleStore, maxWrites: 12}
+	if before != nil {
+		before(pebbleStore, boot)
+	}
+	store := &limitedStore{Store: pebbleStore, maxWrites: maxWrites}
 	limits := core.Limits{MaxActiveRooms: 100, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
 		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
 	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
@@ -77,7 +80,14 @@ func TestIdempotencySweepStaysWithinTheStoresBatchLimit(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
+	return e, store, clk, caller
+}
 
+// TestIdempotencySweepStaysWithinTheStoresBatchLimit: on a store taking 12
+// writes a batch, the sweep deletes 6 expired records (two keys each) a
+// batch, and goes on until none is left.
+func TestIdempotencySweepStaysWithinTheStoresBatchLimit(t *testing.T) {
+	e, store, clk, caller := startLimited(t, 12, nil)
 	const records = 15
 	for i := range records {
 		if _, err := e.CreateRoom(caller, &RoomParams{}, &IdempotencyRequest{Key: fmt.Sprintf("k%d", i), RequestHash: HashRequest("POST", "/v1/rooms", nil)}); err != nil {
@@ -111,4 +121,51 @@ func TestIdempotencySweepStaysWithinTheStoresBatchLimit(t *testing.T) {
 	if len(store.over) > 0 {
 		t.Fatalf("batches over the store's 12 writes during the sweep: %v", store.over)
 	}
+}
+
+// TestWalletChargesStayWithinTheStoresBatchLimit: 12 usage charges left
+// for a wallet are applied at its recovery, on a store taking 20 writes a
+// batch, in several batches, each charge once: the ledger gets 12 usage
+// entries and no pending charge is left.
+func TestWalletChargesStayWithinTheStoresBatchLimit(t *testing.T) {
+	const charges = 12
+	var account string
+	e, store, _, caller := startLimited(t, 20, func(s *persistence.Store, boot BootstrapResult) {
+		account = boot.AccountID
+		b := s.NewBatch()
+		for i := range charges {
+			c := core.PendingCharge{ID: fmt.Sprintf("chg_%02d", i), ProjectID: boot.ProjectID, RoomID: "room_x",
+				ParticipantID: "pt_x", SessionID: fmt.Sprintf("ses_%02d", i), Seconds: 60, Amount: 1000}
+			b.Set(persistence.Key(persistence.PrefixCharge, boot.AccountID+"/"+c.ID), core.MustJSON(c))
+		}
+		if err := s.CommitAndWait(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	pending := persistence.IndexPrefix(persistence.PrefixCharge, account)
+	deadline := time.Now().Add(10 * time.Second)
+	for countKeys(t, store, pending) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending charges left", countKeys(t, store, pending))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitDurable(t, e)
+	usage := 0
+	_ = store.Scan(persistence.IndexPrefix(persistence.PrefixLedger, account), 0, func(_, v []byte) bool {
+		var entry struct{ Type string }
+		if jsonUnmarshal(v, &entry) == nil && entry.Type == "usage" {
+			usage++
+		}
+		return true
+	})
+	if usage != charges {
+		t.Fatalf("%d usage ledger entries, want %d (each charge once)", usage, charges)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if len(store.over) > 0 {
+		t.Fatalf("batches over the store's 20 writes: %v", store.over)
+	}
+	_ = caller
 }
