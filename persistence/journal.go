@@ -44,6 +44,15 @@ func (j *Journal) Recover(loadSnapshot func(state []byte) error, replay func(eve
 	if err := j.store.ClaimJournal(j.actorID); err != nil {
 		return 0, err
 	}
+	return j.Replay(loadSnapshot, replay)
+}
+
+// Replay is Recover without the claim: it reads the snapshot and the tail
+// and takes nothing over, so the journal's writer keeps writing. For a
+// reader that only looks (the crash simulation comparing a live owner
+// with what recovery would find); a journal replayed so must not be
+// appended to.
+func (j *Journal) Replay(loadSnapshot func(state []byte) error, replay func(event []byte) error) (int, error) {
 	snap, err := j.store.Get(SnapshotKey(j.actorID))
 	switch {
 	case errors.Is(err, ErrNotFound):

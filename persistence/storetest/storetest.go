@@ -759,4 +759,25 @@ func testFencing(t *testing.T, target Target) {
 		}
 	}
 	cb.appendN(t, b, jb, 6, 6) // the current writer goes on
+
+	// A reader that only replays the journal (Journal.Replay, no claim)
+	// takes nothing over: the writer's next append is accepted.
+	reader := open(t, target, spec)
+	rj := persistence.NewJournal(reader, "project/p1", 1000)
+	sum := 0
+	if _, err := rj.Replay(func(state []byte) error {
+		var err error
+		sum, err = strconv.Atoi(string(state))
+		return err
+	}, func(ev []byte) error {
+		n, err := strconv.Atoi(string(ev))
+		sum += n
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sum != cb.sum {
+		t.Fatalf("a replay read %d, the writer has %d", sum, cb.sum)
+	}
+	cb.appendN(t, b, jb, 7, 7)
 }
