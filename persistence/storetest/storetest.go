@@ -526,8 +526,12 @@ const (
 	killValueBytes  = 256
 	killAfterAcks   = 5
 	killInFlightMax = 4
-	killBatchesMax  = 100000 // the helper stops by itself long before
-	killWaitSeconds = waitSeconds
+	// The kill lands killDelayMinMillis plus up to killDelaySpreadMillis
+	// after a "begin": past the store's turn from one batch to the next.
+	killDelayMinMillis    = 5
+	killDelaySpreadMillis = 15
+	killBatchesMax        = 100000 // the helper stops by itself long before
+	killWaitSeconds       = waitSeconds
 )
 
 // HelperIfAsked turns this process into the killed writer when it is the
@@ -621,7 +625,11 @@ func KillMidBatch(t *testing.T, target Target) KillReport {
 			if _, err := fmt.Sscanf(line, "ack %d", &n); err == nil {
 				acked[n] = true
 			} else if _, err := fmt.Sscanf(line, "begin %d", &n); err == nil && len(acked) >= killAfterAcks {
-				// The batch is being written: kill it now.
+				// The store is writing an earlier batch (the helper keeps
+				// some waiting); a few milliseconds on, it is inside one,
+				// not between two: kill it there. Only the moment of the
+				// kill depends on this pause, never what is checked.
+				time.Sleep(time.Duration(killDelayMinMillis+rand.IntN(killDelaySpreadMillis)) * time.Millisecond)
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
