@@ -32,7 +32,7 @@ func keyCheck(keys auth.Keys) []byte {
 }
 
 // CheckMasterKey verifies keys against the key check stored at bootstrap.
-func CheckMasterKey(s *persistence.Store, keys auth.Keys) error {
+func CheckMasterKey(s persistence.Storage, keys auth.Keys) error {
 	stored, err := s.Get(keyCheckKey)
 	if errors.Is(err, persistence.ErrNotFound) {
 		b := s.NewBatch() // initialised before key checks existed: record it now
@@ -49,7 +49,7 @@ func CheckMasterKey(s *persistence.Store, keys auth.Keys) error {
 }
 
 // Initialized reports whether the store was bootstrapped.
-func Initialized(s *persistence.Store) (bool, error) {
+func Initialized(s persistence.Storage) (bool, error) {
 	_, err := s.Get(initializedKey)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return false, nil
@@ -73,7 +73,7 @@ type BootstrapResult struct {
 // an adjustment in the ledger so the ledger always sums to the balance.
 // ownerEmail becomes the workspace's owner in the dashboard (signing in
 // by e-mail link with it reaches the workspace).
-func Bootstrap(s *persistence.Store, keys auth.Keys, clk clock.Clock, billing core.Billing, ownerEmail string) (BootstrapResult, error) {
+func Bootstrap(s persistence.Storage, keys auth.Keys, clk clock.Clock, billing core.Billing, ownerEmail string) (BootstrapResult, error) {
 	email, ok := deliverableEmail(ownerEmail)
 	if !ok {
 		return BootstrapResult{}, fmt.Errorf("actors: owner e-mail %q is not an address", ownerEmail)

@@ -117,7 +117,7 @@ type roomHandle struct {
 
 // New returns an engine over store, counting into m (nil: collectors
 // nobody serves). Call Start before use.
-func New(s core.Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Engine, error) {
+func New(s core.Settings, store persistence.Storage, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Engine, error) {
 	env, err := core.NewEnv(s, store, clk, limiter, keys, m)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"rtcd/persistence"
 )
 
-func countKeys(t *testing.T, s *persistence.Store, prefix []byte) int {
+func countKeys(t *testing.T, s persistence.Storage, prefix []byte) int {
 	t.Helper()
 	n := 0
 	if err := s.Scan(prefix, 0, func(_, _ []byte) bool { n++; return true }); err != nil {

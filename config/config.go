@@ -28,6 +28,13 @@ type Config struct {
 	MediaURL      string
 	MasterKey     string // hex; empty: read or create <data-dir>/master.key
 
+	// Where the durable state lives: pebble (<data-dir>/pebble, the
+	// default) or jetstream (a NATS JetStream stream, replicated).
+	Store        string
+	NATSURL      string // comma-separated NATS URLs, with --store=jetstream
+	NATSStream   string // the stream (and subject root) of the records
+	NATSReplicas int    // the stream's replication
+
 	DefaultMaxActiveRooms              int
 	DefaultMaxActiveParticipants       int
 	DefaultMaxParticipantsPerRoom      int
@@ -109,6 +116,10 @@ func (s Setting) EnvName() string {
 func (c *Config) Settings() []Setting {
 	return []Setting{
 		{Name: "data-dir", Default: "./data", Help: "directory of the Pebble database and master key", str: &c.DataDir},
+		{Name: "store", Default: "pebble", Help: "where the durable state lives: pebble (<data-dir>/pebble) or jetstream (a replicated NATS JetStream stream, see --nats-url; docs/cluster.md)", str: &c.Store},
+		{Name: "nats-url", Default: "", Help: "comma-separated NATS server URLs of the JetStream cluster, with --store=jetstream", str: &c.NATSURL},
+		{Name: "nats-stream", Default: "RTCD", Help: "the JetStream stream holding the records (created if missing), with --store=jetstream", str: &c.NATSStream},
+		{Name: "nats-replicas", Default: "3", Help: "replicas of the stream (3: one server may be lost; 1 only for a single test server)", num: &c.NATSReplicas},
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
@@ -261,6 +272,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Region == "" {
 		return fmt.Errorf("--region must not be empty")
+	}
+	switch c.Store {
+	case "pebble":
+	case "jetstream":
+		if c.NATSURL == "" {
+			return fmt.Errorf("--store=jetstream needs --nats-url (RTCD_NATS_URL)")
+		}
+		if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
+			return fmt.Errorf("--nats-replicas must be 1 to 5 (JetStream's range)")
+		}
+		for _, ch := range c.NATSStream {
+			if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-') {
+				return fmt.Errorf("--nats-stream=%q: use only letters, digits, '_' and '-'", c.NATSStream)
+			}
+		}
+		if c.NATSStream == "" {
+			return fmt.Errorf("--nats-stream must not be empty")
+		}
+	default:
+		return fmt.Errorf("--store=%q: want pebble or jetstream", c.Store)
 	}
 	if err := checkMediaURL(c.MediaURL); err != nil {
 		return err

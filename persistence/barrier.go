@@ -22,5 +22,5 @@ func (s *Store) AfterDurable(done func()) {
 	if err := b.LogData(barrierRecord, nil); err != nil {
 		panic(fmt.Sprintf("persistence: assertion failed: barrier LogData: %v", err)) // as Batch.Set
 	}
-	s.Commit(&Batch{pb: b}, done)
+	s.Commit(NewBatchOf(pebbleBatch{pb: b}), done)
 }

@@ -1,6 +1,9 @@
-// Package persistence owns the on-disk state of rtcd: one Pebble database
-// holding per-actor journals, per-actor snapshots, read records and the
-// secondary indexes that back the list endpoints.
+// Package persistence owns the durable state of rtcd: per-actor journals,
+// per-actor snapshots, read records and the secondary indexes that back
+// the list endpoints. Storage is what the actors write and read through;
+// Store, one Pebble database, is its default implementation and the one
+// described below (persistence/jsstore is the replicated one, and
+// persistence/storetest the suite both pass).
 //
 // Writes are group-committed. An actor builds one batch per state change and
 // hands it to Store.Commit, which applies it without waiting for the WAL

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -13,7 +14,7 @@ const snapshotHeaderBytes = 8
 // Journal is one actor's append-only event log plus its latest snapshot. It
 // is owned by that actor and must only be used from the actor's goroutine.
 type Journal struct {
-	store               *Store
+	store               Storage
 	actorID             string
 	seq                 uint64 // sequence number of the last appended event
 	eventsSinceSnapshot uint64
@@ -22,7 +23,7 @@ type Journal struct {
 
 // NewJournal returns actorID's journal. A snapshot is due every
 // snapshotEveryEvents events (at least 1).
-func NewJournal(s *Store, actorID string, snapshotEveryEvents int) *Journal {
+func NewJournal(s Storage, actorID string, snapshotEveryEvents int) *Journal {
 	if snapshotEveryEvents < 1 {
 		snapshotEveryEvents = 1
 	}
@@ -35,13 +36,26 @@ func (j *Journal) Name() string { return j.actorID }
 // Seq is the sequence number of the last event appended or replayed.
 func (j *Journal) Seq() uint64 { return j.seq }
 
-// Recover loads the latest snapshot, if any, through loadSnapshot and then
-// hands every later event, in order, to replay. Replayed events are not
-// written again. It returns how many events were replayed.
+// Recover claims the journal for this writer (Storage.ClaimJournal), loads
+// the latest snapshot, if any, through loadSnapshot and then hands every
+// later event, in order, to replay. Replayed events are not written again.
+// It returns how many events were replayed.
 func (j *Journal) Recover(loadSnapshot func(state []byte) error, replay func(event []byte) error) (int, error) {
+	if err := j.store.ClaimJournal(j.actorID); err != nil {
+		return 0, err
+	}
+	return j.Replay(loadSnapshot, replay)
+}
+
+// Replay is Recover without the claim: it reads the snapshot and the tail
+// and takes nothing over, so the journal's writer keeps writing. For a
+// reader that only looks (the crash simulation comparing a live owner
+// with what recovery would find); a journal replayed so must not be
+// appended to.
+func (j *Journal) Replay(loadSnapshot func(state []byte) error, replay func(event []byte) error) (int, error) {
 	snap, err := j.store.Get(SnapshotKey(j.actorID))
 	switch {
-	case err == ErrNotFound:
+	case errors.Is(err, ErrNotFound):
 	case err != nil:
 		return 0, err
 	default:
@@ -96,7 +110,7 @@ func (j *Journal) SnapshotDue() bool { return j.eventsSinceSnapshot >= j.snapsho
 // only the tail after it.
 func (j *Journal) WriteSnapshot(b *Batch, state []byte) {
 	WriteSnapshotAt(b, j.actorID, j.seq, state)
-	b.DeleteRange(JournalKey(j.actorID, 0), JournalKey(j.actorID, j.seq+1))
+	b.TruncateJournal(j.actorID, j.seq)
 	j.eventsSinceSnapshot = 0
 }
 
@@ -105,7 +119,7 @@ func (j *Journal) WriteSnapshot(b *Batch, state []byte) {
 func (j *Journal) WriteSnapshotOf(b *Batch, encode func() []byte) {
 	start := time.Now()
 	j.WriteSnapshot(b, encode())
-	if o := j.store.metrics.SnapshotSeconds; o != nil {
+	if o := j.store.SnapshotSeconds(); o != nil {
 		o.Observe(time.Since(start).Seconds())
 	}
 }

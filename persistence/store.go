@@ -33,7 +33,8 @@ type Metrics struct {
 	SnapshotSeconds prometheus.Observer // time to encode a journal's snapshot and add it to its batch
 }
 
-// Store is the Pebble database plus the group-commit syncer.
+// Store is the Pebble implementation of Storage: the database plus the
+// group-commit syncer.
 type Store struct {
 	db      *pebble.DB
 	metrics Metrics
@@ -105,7 +106,17 @@ func (s *Store) PebbleMetrics() (*pebble.Metrics, int64) {
 }
 
 // NewBatch returns an empty batch for one state change.
-func (s *Store) NewBatch() *Batch { return &Batch{pb: s.db.NewBatch()} }
+func (s *Store) NewBatch() *Batch { return NewBatchOf(pebbleBatch{pb: s.db.NewBatch()}) }
+
+// ClaimJournal does nothing: one process writes a Pebble directory (the
+// data directory lock), so no other writer can append to a journal.
+func (s *Store) ClaimJournal(string) error { return nil }
+
+// MaxBatchWrites is 0: a Pebble batch has no limit on its writes.
+func (s *Store) MaxBatchWrites() int { return 0 }
+
+// SnapshotSeconds is the observer of a journal's snapshot writes.
+func (s *Store) SnapshotSeconds() prometheus.Observer { return s.metrics.SnapshotSeconds }
 
 // Commit applies b without waiting for its fsync and calls done once the
 // batch is durable. The writes are visible to readers as soon as Commit
@@ -115,8 +126,9 @@ func (s *Store) NewBatch() *Batch { return &Batch{pb: s.db.NewBatch()} }
 // and an actor must not continue with state the disk refused.
 func (s *Store) Commit(b *Batch, done func()) {
 	start := time.Now()
-	if err := s.db.ApplyNoSyncWait(b.pb, pebble.Sync); err != nil {
-		_ = b.pb.Close() // the apply error is the one reported
+	pb := pebbleBatchOf(b)
+	if err := s.db.ApplyNoSyncWait(pb, pebble.Sync); err != nil {
+		_ = pb.Close() // the apply error is the one reported
 		s.fatal(fmt.Errorf("persistence: apply: %w", err))
 		return
 	}
@@ -124,7 +136,7 @@ func (s *Store) Commit(b *Batch, done func()) {
 	if s.metrics.ApplySeconds != nil {
 		s.metrics.ApplySeconds.Observe(now.Sub(start).Seconds())
 	}
-	s.syncQueue <- pendingSync{batch: b.pb, appliedAt: now, done: done}
+	s.syncQueue <- pendingSync{batch: pb, appliedAt: now, done: done}
 }
 
 // CommitAndWait applies b and waits until it is durable. For callers that
@@ -133,8 +145,9 @@ func (s *Store) Commit(b *Batch, done func()) {
 // applied or synced is returned as an error (not sent to the fatal handler,
 // which may return, leaving the caller waiting forever).
 func (s *Store) CommitAndWait(b *Batch) error {
-	err := s.db.Apply(b.pb, pebble.Sync)
-	if cerr := b.pb.Close(); err == nil {
+	pb := pebbleBatchOf(b)
+	err := s.db.Apply(pb, pebble.Sync)
+	if cerr := pb.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

@@ -68,7 +68,7 @@ type BackupManifest struct {
 // backups takes one backup at a time.
 type backups struct {
 	cfg     *config.Config
-	store   *persistence.Store
+	store   *persistence.Store // nil: the store is not Pebble (JetStream), which has no online backup here
 	now     func() time.Time
 	running sync.Mutex // held while a backup is taken, and for good once stopped
 }
@@ -110,6 +110,11 @@ func (b *backups) handler(adminToken string) fasthttp.RequestHandler {
 
 // take writes a backup into dir.
 func (b *backups) take(dir string) (*BackupManifest, *apierr.Error) {
+	if b.store == nil {
+		// The JetStream stream is replicated, and backed up by NATS's
+		// own tools (docs/cluster.md).
+		return nil, apierr.Invalid("dir", "rtcd backup copies a Pebble store; this server runs on --store=jetstream: back the stream up with NATS's own tools (nats stream backup)")
+	}
 	if err := b.checkTarget(dir); err != nil {
 		return nil, apierr.Invalid("dir", "%v", err)
 	}

@@ -36,6 +36,7 @@ import (
 	"rtcd/money"
 	"rtcd/payments"
 	"rtcd/persistence"
+	"rtcd/persistence/jsstore"
 	"rtcd/ratelimit"
 	"rtcd/webhookdelivery"
 )
@@ -70,7 +71,7 @@ type Server struct {
 	cfg         *config.Config
 	lock        *datadir.Lock // this process's claim on the data directory
 	backups     *backups      // online backups, through the private listener
-	store       *persistence.Store
+	store       persistence.Storage
 	engine      *actors.Engine
 	api         *fasthttp.Server
 	metricsSrv  *fasthttp.Server
@@ -137,6 +138,7 @@ type startup struct {
 	s     *Server
 
 	m          *metrics.Metrics
+	pebble     *persistence.Store // the store when it is Pebble, else nil
 	keys       auth.Keys
 	mediaLn    net.Listener // nil when --media-listen is empty
 	mediaURL   string
@@ -214,11 +216,12 @@ func (st *startup) listen() error {
 	return nil
 }
 
-// openStore opens Pebble in the claimed data directory.
+// openStore opens the configured store: Pebble in the claimed data
+// directory, or the JetStream stream (--store).
 func (st *startup) openStore() error {
 	st.m = metrics.New()
 	st.m.RegisterBuildInfo(Version)
-	store, err := persistence.Open(filepath.Join(st.cfg.DataDir, "pebble"), persistence.Metrics{
+	store, pebbleStore, err := OpenStorage(st.cfg, persistence.Metrics{
 		ApplySeconds: st.m.JournalApply, SyncSeconds: st.m.JournalSync, SnapshotSeconds: st.m.Storage.SnapshotWrite,
 	}, st.fatal)
 	if err != nil {
@@ -226,11 +229,35 @@ func (st *startup) openStore() error {
 	}
 	st.onFailure(func() { _ = store.Close() })
 	st.s.store = store
-	st.m.RegisterPebble(func() metrics.PebbleReading {
-		pm, stalls := store.PebbleMetrics()
-		return metrics.PebbleReading{Metrics: pm, WriteStalls: stalls}
-	})
+	st.pebble = pebbleStore
+	if pebbleStore != nil {
+		st.m.RegisterPebble(func() metrics.PebbleReading {
+			pm, stalls := pebbleStore.PebbleMetrics()
+			return metrics.PebbleReading{Metrics: pm, WriteStalls: stalls}
+		})
+	}
 	return nil
+}
+
+// OpenStorage opens the store cfg names (--store): Pebble in
+// <data-dir>/pebble, also returned as such for what only Pebble has (its
+// metrics, online backups), or the JetStream stream (docs/cluster.md),
+// with a nil Pebble store.
+func OpenStorage(cfg *config.Config, m persistence.Metrics, fatal func(error)) (persistence.Storage, *persistence.Store, error) {
+	switch cfg.Store {
+	case "jetstream":
+		js, err := jsstore.Open(jsstore.Config{URL: cfg.NATSURL, Stream: cfg.NATSStream, Replicas: cfg.NATSReplicas, Metrics: m}, fatal)
+		if err != nil {
+			return nil, nil, err
+		}
+		return js, nil, nil
+	default:
+		store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), m, fatal)
+		if err != nil {
+			return nil, nil, err
+		}
+		return store, store, nil
+	}
 }
 
 // openKeys derives the keys from the master secret and, on first start,
@@ -368,7 +395,7 @@ func (st *startup) buildPrivateServer() error {
 		return err
 	}
 	engine := st.s.engine
-	st.s.backups = &backups{cfg: st.cfg, store: st.s.store, now: st.clk.Now}
+	st.s.backups = &backups{cfg: st.cfg, store: st.pebble, now: st.clk.Now}
 	st.s.metricsSrv = &fasthttp.Server{
 		Name:               "rtcd-private",
 		ReadTimeout:        10 * time.Second,
@@ -529,7 +556,7 @@ func BillingFromConfig(cfg *config.Config) actors.Billing {
 // store that is not initialised yet; for an initialised one a missing key
 // file, or a key that does not match the one the store was initialised with,
 // is an error, never a silent new key (every API key would stop working).
-func OpenKeys(cfg *config.Config, store *persistence.Store) (auth.Keys, bool, error) {
+func OpenKeys(cfg *config.Config, store persistence.Storage) (auth.Keys, bool, error) {
 	initialized, err := actors.Initialized(store)
 	if err != nil {
 		return auth.Keys{}, false, err

@@ -361,7 +361,7 @@ func (rt *system) recoverAll() error {
 }
 
 // scanNames lists the names under a directory prefix (a/, p/), in key order.
-func scanNames(store *persistence.Store, prefix string) []string {
+func scanNames(store persistence.Storage, prefix string) []string {
 	var names []string
 	_ = store.Scan([]byte(prefix), 0, func(key, _ []byte) bool {
 		names = append(names, string(key[len(prefix):]))

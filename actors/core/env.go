@@ -24,7 +24,7 @@ import (
 // through which it reaches other actors and what they publish. An actor
 // holds an Env, never the engine: what is not here, it cannot touch.
 type Env struct {
-	Store    *persistence.Store
+	Store    persistence.Storage
 	Clock    clock.Clock
 	Keys     auth.Keys
 	Secrets  *Secrets // seals idempotency records and webhook signing secrets
@@ -52,7 +52,7 @@ type Env struct {
 // NewEnv returns the environment of one engine. Registry is set by the
 // engine that implements it. m nil: collectors on a registry of their own
 // that nobody serves.
-func NewEnv(s Settings, store *persistence.Store, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Env, error) {
+func NewEnv(s Settings, store persistence.Storage, clk clock.Clock, limiter ratelimit.Store, keys auth.Keys, m *metrics.Metrics) (*Env, error) {
 	secrets, err := NewSecrets(keys)
 	if err != nil {
 		return nil, err

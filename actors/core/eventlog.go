@@ -47,10 +47,20 @@ func (l *Log[E, S]) State() S { return l.state }
 // again. A log without a snapshot starts from noSnapshot(), or is an
 // error when noSnapshot is nil (every owner but the directory has one from
 // the batch that created it).
-func RecoverLog[E any, S State[E]](store *persistence.Store, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*Log[E, S], error) {
+func RecoverLog[E any, S State[E]](store persistence.Storage, name string, snapshotEveryEvents int, blank, noSnapshot func() S) (*Log[E, S], error) {
+	return loadLog(store, name, snapshotEveryEvents, blank, noSnapshot, true)
+}
+
+// loadLog is RecoverLog; claim false reads the journal without taking it
+// over (persistence.Journal.Replay), for ReplayLog.
+func loadLog[E any, S State[E]](store persistence.Storage, name string, snapshotEveryEvents int, blank, noSnapshot func() S, claim bool) (*Log[E, S], error) {
 	l := &Log[E, S]{journal: persistence.NewJournal(store, name, snapshotEveryEvents)}
 	loaded := false
-	_, err := l.journal.Recover(
+	read := l.journal.Replay
+	if claim {
+		read = l.journal.Recover
+	}
+	_, err := read(
 		func(state []byte) error {
 			l.state = blank()
 			if err := json.Unmarshal(state, l.state); err != nil {
@@ -113,8 +123,8 @@ func (l *Log[E, S]) Record(b *persistence.Batch, events ...E) {
 // as a snapshot is. It starts no actor and writes nothing: it is how a
 // test (the crash simulation, package sim) reads what recovery would find,
 // to compare it with a live owner's state.
-func ReplayLog[E any, S State[E]](store *persistence.Store, name string, blank, noSnapshot func() S) ([]byte, error) {
-	l, err := RecoverLog(store, name, 1, blank, noSnapshot)
+func ReplayLog[E any, S State[E]](store persistence.Storage, name string, blank, noSnapshot func() S) ([]byte, error) {
+	l, err := loadLog(store, name, 1, blank, noSnapshot, false) // no claim: the live owner keeps its journal
 	if err != nil {
 		return nil, err
 	}

@@ -736,7 +736,7 @@ func recentWithin(ts []time.Time, now time.Time, window time.Duration) []time.Ti
 // Replay is the state recovery rebuilds for the directory from store,
 // encoded as ReadState answers; it starts no actor and writes nothing
 // (core.ReplayLog).
-func Replay(store *persistence.Store) ([]byte, error) {
+func Replay(store persistence.Storage) ([]byte, error) {
 	return core.ReplayLog(store, Journal(), func() *State { return &State{} }, newState)
 }
 

@@ -374,7 +374,7 @@ func (d *Dispatcher) fanoutLoop() {
 	for {
 		// At once at start (what the outbox held when the process
 		// stopped), then every interval.
-		for d.fanout() == fanoutBatchEvents {
+		for _, more := d.fanout(); more; _, more = d.fanout() {
 		}
 		select {
 		case <-d.stop:
@@ -385,34 +385,47 @@ func (d *Dispatcher) fanoutLoop() {
 	}
 }
 
+// writesPerDelivery are the records a new delivery writes: wd/, wi/, wq/
+// and wu/.
+const writesPerDelivery = 4
+
 // fanout moves up to fanoutBatchEvents outbox events into deliveries, in
-// one durable batch, and returns how many it moved.
-func (d *Dispatcher) fanout() int {
+// one durable batch, and returns how many it moved and whether more may be
+// waiting (it stopped at fanoutBatchEvents, or at the store's limit on a
+// batch's writes, Storage.MaxBatchWrites: an event's deliveries are never
+// split over two batches).
+func (d *Dispatcher) fanout() (moved int, more bool) {
 	env := d.env
 	b := env.Store.NewBatch()
 	n := 0
+	writes, maxWrites := 0, env.Store.MaxBatchWrites()
+	full := false
 	created := map[string]int{}      // deliveries created, by endpoint
 	lowest := map[string]time.Time{} // the first (lowest) due time added to each endpoint's due index
 	var newest time.Time
 	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
+		var ev core.OutboxEvent
+		var subscribed []*core.WebhookEndpoint
+		if json.Unmarshal(value, &ev) == nil { // unreadable: nothing can deliver it
+			if gate, ok := env.Registry.ProjectGate(ev.ProjectID); ok {
+				if eps := gate.Endpoints.Load(); eps != nil {
+					for _, ep := range *eps {
+						if ep.Subscribed(ev.Type) {
+							subscribed = append(subscribed, ep)
+						}
+					}
+				}
+			}
+		}
+		needed := 1 + writesPerDelivery*len(subscribed)
+		if maxWrites > 0 && n > 0 && writes+needed > maxWrites {
+			full = true
+			return false // the next batch takes it
+		}
+		writes += needed
 		n++
 		b.Delete(append([]byte(nil), key...))
-		var ev core.OutboxEvent
-		if json.Unmarshal(value, &ev) != nil {
-			return true // unreadable: nothing can deliver it
-		}
-		gate, ok := env.Registry.ProjectGate(ev.ProjectID)
-		if !ok {
-			return true
-		}
-		eps := gate.Endpoints.Load()
-		if eps == nil {
-			return true
-		}
-		for _, ep := range *eps {
-			if !ep.Subscribed(ev.Type) {
-				continue
-			}
+		for _, ep := range subscribed {
 			// Due from its creation: creation instants are distinct and
 			// rise in the order of this scan (the outbox's), so an
 			// endpoint's first attempts are due in outbox order, never
@@ -434,12 +447,12 @@ func (d *Dispatcher) fanout() int {
 	})
 	if n == 0 {
 		b.Discard()
-		return 0
+		return 0, false
 	}
 	if err := env.Store.CommitAndWait(b); err != nil {
 		// Retried next tick: the outbox entries are still there.
 		slog.Error("webhook fan-out: writing deliveries failed", "events", n, "error", err)
-		return 0
+		return 0, false
 	}
 	if !newest.IsZero() {
 		d.createdUpTo.Store(max(d.createdUpTo.Load(), newest.UnixNano()))
@@ -453,7 +466,7 @@ func (d *Dispatcher) fanout() int {
 			w.poke()
 		}
 	}
-	return n
+	return n, full || n == fanoutBatchEvents
 }
 
 // dueBy is the due time (Unix nanoseconds) up to which deliveries are
@@ -864,7 +877,7 @@ func (d *Dispatcher) Drive(sender WebhookSender, settings Settings) {
 // Step waits for; each group recorded in one batch). It returns how many
 // outbox events the fan-out moved. Only for a dispatcher given Drive.
 func (d *Dispatcher) Step() int {
-	n := d.fanout()
+	n, _ := d.fanout()
 	var workers []*endpointWorker
 	d.workers.Range(func(_, v any) bool {
 		workers = append(workers, v.(*endpointWorker))
@@ -952,9 +965,14 @@ func (d *Dispatcher) countBacklog() {
 
 // buildUndeliveredIndex indexes every pending and retrying delivery (each
 // has a due entry, wq/) and marks the index built, in batches of
-// undeliveredIndexBatch.
+// undeliveredIndexBatch, or of fewer on a store that takes fewer writes in
+// a batch (Storage.MaxBatchWrites; one is kept for the mark).
 func (d *Dispatcher) buildUndeliveredIndex() error {
 	env := d.env
+	perBatch := undeliveredIndexBatch
+	if m := env.Store.MaxBatchWrites(); m > 0 {
+		perBatch = max(1, min(perBatch, m-1))
+	}
 	b := env.Store.NewBatch()
 	n := 0
 	var scanErr error
@@ -974,7 +992,7 @@ func (d *Dispatcher) buildUndeliveredIndex() error {
 			return true
 		}
 		b.Set(undeliveredKey(dl.EndpointID, dl.CreatedAt, dl.ID), []byte(dl.Status))
-		if n++; n%undeliveredIndexBatch == 0 {
+		if n++; n%perBatch == 0 {
 			if scanErr = env.Store.CommitAndWait(b); scanErr != nil {
 				return false
 			}

@@ -116,7 +116,7 @@ func TestFirstAttemptsStartInOutboxOrderUnderTheWindow(t *testing.T) {
 		return webhookdelivery.Attempt{StatusCode: 204, Success: true}
 	}
 
-	for tw.d.fanout() > 0 {
+	for n, _ := tw.d.fanout(); n > 0; n, _ = tw.d.fanout() {
 	}
 	clk.stepEveryReading(time.Millisecond)
 	tw.d.Step()

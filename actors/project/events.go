@@ -150,7 +150,7 @@ func (s *projectState) Apply(e *projectEvent) error {
 // Replay is the state recovery rebuilds for project projectID from store,
 // encoded as ReadState answers; it starts no actor and writes nothing
 // (core.ReplayLog).
-func Replay(store *persistence.Store, projectID string) ([]byte, error) {
+func Replay(store persistence.Storage, projectID string) ([]byte, error) {
 	return core.ReplayLog(store, Journal(projectID), func() *projectState { return &projectState{} }, nil)
 }
 

@@ -49,7 +49,22 @@ func (a *projectActor) checkIdempotency(p core.IdemPending) core.Reply {
 // idempotencySweepBatch bounds how many expired records one sweep deletes.
 const idempotencySweepBatch = 1000
 
-// sweepExpired deletes, into b, up to idempotencySweepBatch records whose
+// writesPerSweptRecord are the keys one expired record's deletion writes:
+// the record and its expiry index entry.
+const writesPerSweptRecord = 2
+
+// sweepBatchRecords is how many expired records one sweep deletes:
+// idempotencySweepBatch, or fewer on a store that takes fewer writes in a
+// batch (Storage.MaxBatchWrites: JetStream's 1000).
+func sweepBatchRecords(s persistence.Storage) int {
+	n := idempotencySweepBatch
+	if m := s.MaxBatchWrites(); m > 0 {
+		n = min(n, m/writesPerSweptRecord)
+	}
+	return max(n, 1)
+}
+
+// sweepExpired deletes, into b, up to sweepBatchRecords records whose
 // retention has passed, oldest first, without decrypting anything. Called by
 // the project actor, the only one admitting keys: a key in flight is
 // skipped (its old record is replaced by the request under way), and a key
@@ -59,7 +74,7 @@ func (a *projectActor) sweepExpired(b *persistence.Batch) int {
 	prefix := persistence.IndexPrefix(persistence.PrefixIdemExp, projectID)
 	cutoff := a.env.Clock.Now().Add(-core.IdempotencyRetention).UnixNano()
 	n := 0
-	_ = a.env.Store.Scan(prefix, idempotencySweepBatch, func(key, _ []byte) bool {
+	_ = a.env.Store.Scan(prefix, sweepBatchRecords(a.env.Store), func(key, _ []byte) bool {
 		rest := key[len(prefix):]
 		if len(rest) != 8+32 || int64(binary.BigEndian.Uint64(rest)) > cutoff {
 			return false // the rest expire later

@@ -409,7 +409,7 @@ func (a *projectActor) sweepIdempotency() {
 		return
 	}
 	a.env.Store.Commit(b, nil)
-	if n == idempotencySweepBatch { // more expired: continue after queued requests
+	if n == sweepBatchRecords(a.env.Store) { // more expired: continue after queued requests
 		a.env.Registry.Post(core.ProjectAddress(a.id), core.Sweep{})
 	}
 }

@@ -304,7 +304,7 @@ func (s *roomState) participant(kind, id string) (*Participant, error) {
 // Replay is the state recovery rebuilds for room roomID from store (its
 // snapshot and the journal after it), encoded as ReadState answers; it
 // starts no actor and writes nothing (core.ReplayLog).
-func Replay(store *persistence.Store, roomID string) ([]byte, error) {
+func Replay(store persistence.Storage, roomID string) ([]byte, error) {
 	return core.ReplayLog(store, Journal(roomID), func() *roomState { return &roomState{} }, nil)
 }
 

@@ -53,6 +53,13 @@ const (
 	// chargesPerApply bounds how many pending usage charges one wallet step
 	// applies, so one step's batch stays small; the rest follow next step.
 	chargesPerApply = 1000
+	// writesPerCharge are the writes applying one charge takes: its
+	// ledger event, its lg/ record and the deletion of its pc/ entry.
+	writesPerCharge = 3
+	// journalWritesReserved are the writes a batch of the wallet's
+	// journal may take besides its records: a snapshot, and the
+	// journal's head on a store that fences (JetStream).
+	journalWritesReserved = 2
 	// MaxAdjustmentReasonBytes bounds an operator adjustment's reason.
 	MaxAdjustmentReasonBytes = 256
 )
@@ -462,19 +469,29 @@ func (a *walletActor) applyCharges() {
 		return
 	}
 	b := a.env.Store.NewBatch()
+	// On a store that takes a bounded number of writes a batch
+	// (MaxBatchWrites: JetStream), stop before a charge whose writes, at
+	// worst, would not fit; the next ApplyCharges takes the rest.
+	maxWrites := a.env.Store.MaxBatchWrites()
+	worstWrites := writesPerCharge + 1 + len(a.state.Account.ProjectIDs) // a credit move: its event, one outbox event per project
+	applied := 0
 	// A charge exists only for usage metered while billing was enabled, so
 	// it is applied even if billing was switched off since.
 	for i, c := range charges {
+		if maxWrites > 0 && i > 0 && b.Writes()+worstWrites+journalWritesReserved > maxWrites {
+			break
+		}
 		a.addLedgerEntry(b, LedgerUsage, -c.Amount, fmt.Sprintf("%d participant-seconds", c.Seconds), map[string]any{
 			"type": "usage_charge", "id": c.ID, "project_id": c.ProjectID, "room_id": c.RoomID,
 			"participant_id": c.ParticipantID, "session_id": c.SessionID, "participant_seconds": c.Seconds,
 		})
 		b.Delete(keys[i])
+		applied++
 	}
-	a.env.Metrics.Billing.ChargesApplied(len(charges))
+	a.env.Metrics.Billing.ChargesApplied(applied)
 	a.publish()
 	a.env.Store.Commit(b, nil)
-	if len(charges) == chargesPerApply {
+	if applied < len(charges) || len(charges) == chargesPerApply {
 		// More are waiting. Posted: a Send to its own bounded mailbox,
 		// full, would block the wallet on itself.
 		a.env.Registry.Post(core.WalletAddress(a.id), core.ApplyCharges{})
@@ -651,7 +668,7 @@ func (a *walletActor) addProject(m core.AddProject) {
 // Replay is the state recovery rebuilds for the wallet of accountID from
 // store, encoded as ReadState answers; it starts no actor and writes
 // nothing (core.ReplayLog).
-func Replay(store *persistence.Store, accountID string) ([]byte, error) {
+func Replay(store persistence.Storage, accountID string) ([]byte, error) {
 	return core.ReplayLog(store, Journal(accountID), func() *walletState { return &walletState{} }, nil)
 }
 

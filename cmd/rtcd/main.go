@@ -111,7 +111,7 @@ func runInit(args []string) error {
 		return err
 	}
 	defer lock.Release()
-	store, err := persistence.Open(filepath.Join(cfg.DataDir, "pebble"), persistence.Metrics{}, func(err error) {
+	store, _, err := server.OpenStorage(cfg, persistence.Metrics{}, func(err error) {
 		fmt.Fprintln(os.Stderr, "rtcd:", err)
 		os.Exit(1)
 	})

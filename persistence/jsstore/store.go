@@ -1,0 +1,674 @@
+// Package jsstore is the replicated implementation of persistence.Storage:
+// rtcd's records as messages of one NATS JetStream stream, replicated over
+// a cluster (three servers, R3), each state change written as one atomic
+// batch, every journal append fenced by the journal's head. The design,
+// and where each kind of record lives, is in docs/cluster.md.
+//
+// The stream keeps one message per subject: a record is the last message
+// on its key's subject (subjects.go), a deletion a tombstone that expires.
+// Commit hands the batch to one committer goroutine, which publishes the
+// batches in commit order and runs each done callback once the cluster
+// acknowledged the batch (a quorum stored it). Until then the batch's
+// writes are readable from an in-memory overlay, so a reader sees them as
+// soon as Commit returns, as with Pebble.
+package jsstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"rtcd/persistence"
+)
+
+const (
+	// MaxBatchMessages is the most messages one state change may write:
+	// JetStream's limit for an atomic batch (the server's max_batch_size,
+	// 1000 by default). A batch's messages are its distinct keys plus one
+	// head per journal it appends to. A bigger batch is refused whole
+	// (ErrBatchTooLarge), never split: split, it would not be atomic.
+	MaxBatchMessages = 1000
+	// commitQueueCapacity bounds the batches committed and not yet
+	// published (Pebble's syncQueueCapacity); when full, Commit blocks.
+	commitQueueCapacity = 16384
+	// requestTimeoutSeconds bounds each request to the cluster (a batch
+	// publish, a read, a claim).
+	requestTimeoutSeconds = 10
+	// tombstoneTTLSeconds is how long a deletion's tombstone stays: the
+	// stream keeps one message per subject, so the tombstone replaced the
+	// value at once; it expires so that deleted keys (one per webhook
+	// event in the outbox) do not accumulate.
+	tombstoneTTLSeconds = 60
+	// noLeaderRetryFirstMillis and noLeaderRetryMaxMillis bound the
+	// pause between two tries of a request that found no stream leader
+	// (doubling from the first to the max), within requestTimeoutSeconds.
+	noLeaderRetryFirstMillis = 20
+	noLeaderRetryMaxMillis   = 500
+	// scanAttempts bounds the tries of one scan whose reads keep finding
+	// batches newer than its cut (see Scan).
+	scanAttempts = 8
+	// claimAttempts bounds the tries of a claim whose head keeps moving
+	// (its previous writer still appending).
+	claimAttempts = 8
+	// scanReadsInParallel bounds the value reads one scan has in flight.
+	scanReadsInParallel = 64
+	// deletedHeader marks a tombstone.
+	deletedHeader = "Rtcd-Deleted"
+	// DefaultStream is the stream's name, and its subjects' root, unless
+	// configured.
+	DefaultStream = "RTCD"
+	// DefaultReplicas is the stream's replication: three servers, so one
+	// may be lost.
+	DefaultReplicas = 3
+)
+
+// ErrBatchTooLarge refuses a batch of more than MaxBatchMessages messages.
+var ErrBatchTooLarge = errors.New("jsstore: batch larger than JetStream's atomic batch limit")
+
+// Config is where the store lives.
+type Config struct {
+	// URL is the NATS servers' URLs, comma-separated.
+	URL string
+	// Stream names the stream (and its subjects' root); "" is
+	// DefaultStream. It must be a plain name ([A-Za-z0-9_-]).
+	Stream string
+	// Replicas is the stream's replication; 0 is DefaultReplicas.
+	Replicas int
+	// Metrics: ApplySeconds observes the hand-over of a batch to the
+	// committer, SyncSeconds the time from Commit until the cluster
+	// acknowledged it, SnapshotSeconds the journals' snapshot writes.
+	Metrics persistence.Metrics
+
+	// publishOneByOne publishes a batch's messages one at a time, not as
+	// an atomic batch: only for the control test that shows the kill test
+	// detects a torn batch.
+	publishOneByOne bool
+}
+
+// Store is a persistence.Storage on a JetStream stream.
+type Store struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	root    string
+	metrics persistence.Metrics
+	fatal   func(error)
+	// oneByOne: see Config.publishOneByOne.
+	oneByOne bool
+
+	queue     chan commitItem
+	stopped   chan struct{}
+	closeOnce sync.Once
+
+	mu        sync.Mutex
+	overlay   map[string]pendingWrite // writes committed and not yet published
+	nextBatch uint64
+
+	// Owned by the committer goroutine: the stream sequence of each
+	// claimed journal's head message as this writer last saw it, and the
+	// journals whose append was refused.
+	heads  map[string]uint64
+	fenced map[string]bool
+}
+
+type pendingWrite struct {
+	value   []byte
+	deleted bool
+	batch   uint64
+}
+
+// commitItem is one entry of the committer's queue: a batch, a barrier
+// (no batch, no claim) or a claim.
+type commitItem struct {
+	batch       *batchWriter
+	id          uint64
+	heads       []journalHead
+	done        func()
+	result      chan error // CommitAndWait and ClaimJournal wait on it
+	claim       string
+	committedAt time.Time
+}
+
+var _ persistence.Storage = (*Store)(nil)
+
+// Open connects to the cluster and creates or updates the stream. fatal
+// is called, from the committer goroutine, with a batch the cluster did
+// not take (ErrFenced for a journal another writer owns); in production
+// it must not return normally.
+func Open(cfg Config, fatal func(error)) (*Store, error) {
+	name := cfg.Stream
+	if name == "" {
+		name = DefaultStream
+	}
+	if !plainSegment([]byte(name)) {
+		return nil, fmt.Errorf("jsstore: stream name %q: use only letters, digits, '_' and '-'", name)
+	}
+	replicas := cfg.Replicas
+	if replicas == 0 {
+		replicas = DefaultReplicas
+	}
+	nc, err := nats.Connect(cfg.URL, nats.Name("rtcd"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("jsstore: connect %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jsstore: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
+	defer cancel()
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:     name,
+		Subjects: []string{name + ".>"},
+		Storage:  jetstream.FileStorage,
+		Replicas: replicas,
+		// One message per subject: a key's value is its last message.
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		// A state change is one atomic batch.
+		AllowAtomicPublish: true,
+		// Tombstones expire.
+		AllowMsgTTL: true,
+		// Reads go to the stream leader, which answers only with what
+		// it applied: a direct get may be answered by a follower that
+		// has not applied an acknowledged batch yet.
+		AllowDirect: false,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
+	}
+	s := &Store{
+		nc: nc, js: js, stream: stream, root: name, metrics: cfg.Metrics, fatal: fatal, oneByOne: cfg.publishOneByOne,
+		queue: make(chan commitItem, commitQueueCapacity), stopped: make(chan struct{}),
+		overlay: map[string]pendingWrite{}, heads: map[string]uint64{}, fenced: map[string]bool{},
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// NewBatch returns an empty batch.
+func (s *Store) NewBatch() *persistence.Batch { return persistence.NewBatchOf(newBatchWriter()) }
+
+// MaxBatchWrites is MaxBatchMessages.
+func (s *Store) MaxBatchWrites() int { return MaxBatchMessages }
+
+// SnapshotSeconds is the observer of the journals' snapshot writes.
+func (s *Store) SnapshotSeconds() prometheus.Observer { return s.metrics.SnapshotSeconds }
+
+func writerOf(b *persistence.Batch) *batchWriter {
+	w, ok := b.Writer().(*batchWriter)
+	if !ok {
+		panic("jsstore: assertion failed: a batch of another store committed to JetStream")
+	}
+	return w
+}
+
+// enqueue checks the batch's size, makes its writes readable and queues
+// it for the committer. It returns the refusal of a batch too large.
+func (s *Store) enqueue(b *persistence.Batch, done func(), result chan error) error {
+	start := time.Now()
+	w := writerOf(b)
+	heads := w.journalHeads()
+	if n := len(w.ops) + len(heads); n > MaxBatchMessages {
+		w.closed = true
+		return fmt.Errorf("%w: %d messages (%d records, %d journal heads), at most %d", ErrBatchTooLarge, n, len(w.ops), len(heads), MaxBatchMessages)
+	}
+	w.closed = true // its writes now belong to the store
+	s.mu.Lock()
+	s.nextBatch++
+	id := s.nextBatch
+	for _, o := range w.ops {
+		s.overlay[string(o.key)] = pendingWrite{value: o.value, deleted: o.deleted, batch: id}
+	}
+	s.mu.Unlock()
+	s.queue <- commitItem{batch: w, id: id, heads: heads, done: done, result: result, committedAt: start}
+	if s.metrics.ApplySeconds != nil {
+		s.metrics.ApplySeconds.Observe(time.Since(start).Seconds())
+	}
+	return nil
+}
+
+// Commit queues b for publishing and calls done once the cluster has
+// acknowledged it. A batch the store refuses goes to the fatal handler.
+func (s *Store) Commit(b *persistence.Batch, done func()) {
+	if err := s.enqueue(b, done, nil); err != nil {
+		s.fatal(err)
+	}
+}
+
+// CommitAndWait publishes b and waits for the cluster's acknowledgement.
+func (s *Store) CommitAndWait(b *persistence.Batch) error {
+	result := make(chan error, 1)
+	if err := s.enqueue(b, nil, result); err != nil {
+		return err
+	}
+	return <-result
+}
+
+// AfterDurable calls done once every batch committed before it has been
+// acknowledged: the committer publishes in order.
+func (s *Store) AfterDurable(done func()) { s.queue <- commitItem{done: done} }
+
+// ClaimJournal reads the journal's head, after every batch committed
+// before the call: this writer's appends to it are conditional on that
+// head from now on.
+func (s *Store) ClaimJournal(actorID string) error {
+	result := make(chan error, 1)
+	s.queue <- commitItem{claim: actorID, result: result}
+	return <-result
+}
+
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	for it := range s.queue {
+		switch {
+		case it.claim != "":
+			it.result <- s.claim(it.claim)
+		case it.batch == nil:
+			if it.done != nil {
+				it.done()
+			}
+		default:
+			err := s.publish(&it)
+			s.settle(it)
+			if s.metrics.SyncSeconds != nil && err == nil {
+				s.metrics.SyncSeconds.Observe(time.Since(it.committedAt).Seconds())
+			}
+			switch {
+			case it.result != nil:
+				it.result <- err
+			case err != nil:
+				s.fatal(err)
+				continue
+			}
+			if err == nil && it.done != nil {
+				it.done()
+			}
+		}
+	}
+}
+
+// settle drops the batch's writes from the overlay: published, the
+// stream holds them; refused, they never happened. A later batch's write
+// of the same key stays.
+func (s *Store) settle(it commitItem) {
+	s.mu.Lock()
+	for _, o := range it.batch.ops {
+		if p, ok := s.overlay[string(o.key)]; ok && p.batch == it.id {
+			delete(s.overlay, string(o.key))
+		}
+	}
+	s.mu.Unlock()
+}
+
+// claim takes the journal over: it reads the head and publishes it again,
+// conditional on the sequence it read. From then on the previous writer's
+// appends, which expect the older head, are refused, so no one else
+// appends to the journal while this writer recovers and serves it. A
+// head that moved between the read and the write (the previous writer
+// appended) is read again, at most claimAttempts times.
+func (s *Store) claim(actor string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
+	defer cancel()
+	subject := headSubject(s.root, actor)
+	for range claimAttempts {
+		var expected uint64
+		value := make([]byte, seqBytes) // no head yet: sequence 0
+		var m *jetstream.RawStreamMsg
+		err := retryNoResponders(ctx, func() (err error) {
+			m, err = s.stream.GetLastMsgForSubject(ctx, subject)
+			return err
+		})
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return fmt.Errorf("jsstore: claim journal %s: %w", actor, err)
+		default:
+			expected, value = m.Sequence, m.Data
+		}
+		msg := nats.NewMsg(subject)
+		msg.Data = value
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+		var ack *jetstream.PubAck
+		err = retryNoResponders(ctx, func() (err error) {
+			ack, err = s.js.PublishMsg(ctx, msg)
+			return err
+		})
+		if isWrongLastSequence(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("jsstore: claim journal %s: %w", actor, err)
+		}
+		s.heads[actor] = ack.Sequence
+		delete(s.fenced, actor)
+		return nil
+	}
+	return fmt.Errorf("jsstore: claim journal %s: its head kept moving during %d attempts", actor, claimAttempts)
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// publish writes one batch: first the head of each journal it appends to,
+// each conditional on the head this writer last saw, then its records.
+func (s *Store) publish(it *commitItem) error {
+	w := it.batch
+	var actors []string
+	msgs := make([]*nats.Msg, 0, len(it.heads)+len(w.ops))
+	for _, h := range it.heads {
+		if s.fenced[h.actor] {
+			return fmt.Errorf("%w: journal %s: an earlier append was refused", persistence.ErrFenced, h.actor)
+		}
+		expected, known := s.heads[h.actor]
+		if !known && !h.genesis {
+			return fmt.Errorf("jsstore: assertion failed: journal %s appended to without ClaimJournal", h.actor)
+		}
+		m := nats.NewMsg(headSubject(s.root, h.actor))
+		m.Data = binary.BigEndian.AppendUint64(nil, h.seq)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+		msgs = append(msgs, m)
+		actors = append(actors, h.actor)
+	}
+	for _, o := range w.ops {
+		m := nats.NewMsg(keySubject(s.root, o.key))
+		if o.deleted {
+			m.Header.Set(deletedHeader, "1")
+			m.Header.Set(jetstream.MsgTTLHeader, strconv.Itoa(tombstoneTTLSeconds)+"s")
+		} else {
+			m.Data = o.value
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
+	defer cancel()
+	if s.oneByOne {
+		for _, m := range msgs {
+			if _, err := s.js.PublishMsg(ctx, m); err != nil {
+				return fmt.Errorf("jsstore: publish one by one: %w", err)
+			}
+		}
+		return nil
+	}
+	var ack *jetstreamext.BatchAck
+	err := retryNoResponders(ctx, func() (err error) {
+		// A batch that found no stream leader was stored nowhere (its
+		// messages had no subscriber, or a server holds a batch with a
+		// gap that it never commits), so it is sent again whole, under
+		// a new batch id.
+		ack, err = jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+		return err
+	})
+	if err != nil {
+		if isWrongLastSequence(err) && len(actors) > 0 {
+			for _, a := range actors {
+				s.fenced[a] = true
+			}
+			return fmt.Errorf("%w: journal %s: %v", persistence.ErrFenced, strings.Join(actors, ", "), err)
+		}
+		return fmt.Errorf("jsstore: publish a batch of %d messages: %w", len(msgs), err)
+	}
+	// An atomic batch takes consecutive sequences, ending at the ack's.
+	first := ack.Sequence - uint64(len(msgs)) + 1
+	for i, h := range it.heads {
+		s.heads[h.actor] = first + uint64(i)
+	}
+	for _, tr := range w.truncations {
+		// Every entry the snapshot covers was written before this batch
+		// (or in it, and recovery skips those).
+		if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(scanFilter(s.root, journalPrefix(tr.actor))), jetstream.WithPurgeSequence(first)); err != nil {
+			slog.Warn("jsstore: journal truncation failed; the covered entries stay until the next snapshot", "journal", tr.actor, "error", err)
+		}
+	}
+	return nil
+}
+
+// retryNoResponders runs op until it does not fail for want of a stream
+// leader (a stream just created, or electing a new leader after a server
+// was lost), or ctx ends. No responders means no server took the request,
+// so sending it again writes nothing twice.
+func retryNoResponders(ctx context.Context, op func() error) error {
+	wait := noLeaderRetryFirstMillis * time.Millisecond
+	for {
+		err := op()
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (no stream leader until the deadline)", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, noLeaderRetryMaxMillis*time.Millisecond)
+	}
+}
+
+func journalPrefix(actor string) []byte { return []byte("j/" + actor + "/") }
+
+// Get returns a copy of key's value, or persistence.ErrNotFound.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	s.mu.Lock()
+	p, ok := s.overlay[string(key)]
+	s.mu.Unlock()
+	if ok {
+		if p.deleted {
+			return nil, persistence.ErrNotFound
+		}
+		return slices.Clone(p.value), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
+	defer cancel()
+	return s.read(ctx, key)
+}
+
+func (s *Store) read(ctx context.Context, key []byte) ([]byte, error) {
+	v, _, err := s.readSeq(ctx, key)
+	return v, err
+}
+
+// readSeq is read, with the stream sequence of the message it read (0
+// when there is none): a tombstone's too.
+func (s *Store) readSeq(ctx context.Context, key []byte) ([]byte, uint64, error) {
+	var m *jetstream.RawStreamMsg
+	err := retryNoResponders(ctx, func() (err error) {
+		m, err = s.stream.GetLastMsgForSubject(ctx, keySubject(s.root, key))
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, persistence.ErrNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("jsstore: get: %w", err)
+	}
+	if m.Header.Get(deletedHeader) != "" {
+		return nil, m.Sequence, persistence.ErrNotFound
+	}
+	if m.Data == nil {
+		return []byte{}, m.Sequence, nil
+	}
+	return m.Data, m.Sequence, nil
+}
+
+// Scan calls fn for each key with prefix in bytewise key order, at most
+// limit times (limit <= 0: no limit), until fn returns false.
+//
+// JetStream has no iterator over a snapshot, so a scan makes its own cut:
+// it reads the stream's last sequence (a read the leader isolates from
+// batch writes, so it falls between two batches), lists the subjects under
+// the prefix, sorts their keys and reads each value in turn. A value newer
+// than the cut means a batch landed during the scan, which could show part
+// of it: the scan starts again, at most scanAttempts times. So a scan sees
+// every batch whole or not at all, as a Pebble iterator does. Writes not
+// yet published come from the overlay, read first.
+//
+// Under a constant stream of batches to the prefix, every attempt may find
+// one; the last attempt's result is then used as it is, and may show part
+// of a batch (docs/cluster.md: a list read during a burst of writes to
+// it). Journal recovery is not concerned: once a journal is claimed, no
+// one else appends to it.
+func (s *Store) Scan(prefix []byte, limit int, fn func(key, value []byte) bool) error {
+	return s.ScanFrom(prefix, prefix, limit, fn)
+}
+
+// ScanFrom is Scan starting at the first key with prefix not before from
+// (from before prefix: at prefix), as persistence.Store.ScanFrom. The keys
+// before from are left out before any value is read.
+func (s *Store) ScanFrom(prefix, from []byte, limit int, fn func(key, value []byte) bool) error {
+	var entries []scanEntry
+	for attempt := 1; ; attempt++ {
+		var consistent bool
+		var err error
+		entries, consistent, err = s.scanOnce(prefix, from, limit, attempt == scanAttempts)
+		if err != nil {
+			return err
+		}
+		if consistent || attempt == scanAttempts {
+			break
+		}
+	}
+	for _, e := range entries {
+		if !fn(e.key, e.value) {
+			break
+		}
+	}
+	return nil
+}
+
+type scanEntry struct{ key, value []byte }
+
+// scanOnce reads the entries of one scan; consistent is false when a
+// value newer than the scan's cut was read (and then, unless last, the
+// entries are not returned).
+func (s *Store) scanOnce(prefix, from []byte, limit int, last bool) (entries []scanEntry, consistent bool, err error) {
+	// The overlay first: a write published after this point is in the
+	// stream by the time the stream is read.
+	pending := map[string]pendingWrite{}
+	s.mu.Lock()
+	for k, p := range s.overlay {
+		if strings.HasPrefix(k, string(prefix)) {
+			pending[k] = p
+		}
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
+	defer cancel()
+	var cut uint64
+	var newest *jetstream.RawStreamMsg
+	err = retryNoResponders(ctx, func() (err error) {
+		newest, err = s.stream.GetLastMsgForSubject(ctx, s.root+".>")
+		return err
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return nil, false, fmt.Errorf("jsstore: scan %q: %w", prefix, err)
+	default:
+		cut = newest.Sequence
+	}
+	consistent = true
+	var info *jetstream.StreamInfo
+	err = retryNoResponders(ctx, func() (err error) {
+		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(scanFilter(s.root, prefix)))
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("jsstore: scan %q: %w", prefix, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects)+len(pending))
+	for subj := range info.State.Subjects {
+		k, err := subjectKey(s.root, subj)
+		if err != nil {
+			return nil, false, err
+		}
+		if bytes.HasPrefix(k, prefix) {
+			if _, ok := pending[string(k)]; !ok {
+				keys = append(keys, string(k))
+			}
+		}
+	}
+	for k := range pending {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // bytewise, as Go compares strings
+	if first, _ := slices.BinarySearch(keys, string(from)); first > 0 {
+		keys = keys[first:]
+	}
+	// Read the values a chunk at a time, each chunk's reads in parallel,
+	// until the limit is reached: a scan costs a few round trips, not one
+	// per key, which also keeps its window for a batch to land small.
+	for start := 0; start < len(keys) && (limit <= 0 || len(entries) < limit); start += scanReadsInParallel {
+		chunk := keys[start:min(start+scanReadsInParallel, len(keys))]
+		values := make([][]byte, len(chunk))
+		seqs := make([]uint64, len(chunk))
+		errs := make([]error, len(chunk))
+		var wg sync.WaitGroup
+		for i, k := range chunk {
+			if _, ok := pending[k]; ok {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				values[i], seqs[i], errs[i] = s.readSeq(ctx, []byte(k))
+			}()
+		}
+		wg.Wait()
+		for i, k := range chunk {
+			if limit > 0 && len(entries) >= limit {
+				break
+			}
+			if p, ok := pending[k]; ok {
+				if !p.deleted {
+					entries = append(entries, scanEntry{[]byte(k), p.value})
+				}
+				continue
+			}
+			if seqs[i] > cut {
+				if !last {
+					return nil, false, nil
+				}
+				consistent = false
+			}
+			if errors.Is(errs[i], persistence.ErrNotFound) {
+				continue // a tombstone, or gone since the listing
+			}
+			if errs[i] != nil {
+				return nil, false, fmt.Errorf("jsstore: scan %q: %w", prefix, errs[i])
+			}
+			entries = append(entries, scanEntry{[]byte(k), values[i]})
+		}
+	}
+	return entries, consistent, nil
+}
+
+// Close waits for every queued batch to be published, then disconnects.
+// No Commit may be running or start after Close is called.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.queue)
+		<-s.stopped
+		s.nc.Close()
+	})
+	return nil
+}
