@@ -459,7 +459,7 @@ func cliCheckNodeMetrics(t *testing.T, base string, node *cliNode, ids []string)
 	if got := obsValue(t, fams, "rtcd_build_info", map[string]string{"version": server.Version, "goversion": runtime.Version()}); got != 1 {
 		t.Errorf("rtcd_build_info{version=%q} = %v, want 1", server.Version, got)
 	}
-	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_resident_memory_bytes", "process_open_fds"} {
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_heap_live_bytes", "process_resident_memory_bytes", "process_open_fds"} {
 		if fams[name] == nil {
 			t.Errorf("the node does not export %s", name)
 		}

@@ -50,19 +50,110 @@ type credentials struct {
 	OwnerEmail string `json:"owner_email"`
 }
 
-// localServer is an `rtcd serve` child process on a temporary data dir.
+// localServer is an `rtcd serve` child process on a temporary data dir,
+// and with ownNode an `rtcd media` child process beside it: the control
+// plane then runs no media node of its own and sends clients to that one,
+// so the node's figures (memory per held socket) are its own alone.
 type localServer struct {
-	dir     string // temporary directory: data, binary, log
+	dir     string // temporary directory: data, binary, logs
 	dataDir string
 	bin     string
 	creds   credentials
 	API     string // http://host:port
 	Metrics string // http://host:port
+	serve   *rtcdChild
+	keep    bool
+
+	ownNode      bool
+	node         *rtcdChild // rtcd media, with ownNode
+	MediaURL     string     // ws://host:port/rtc of the node run on its own
+	MediaMetrics string     // http://host:port of its metrics listener
+}
+
+// rtcdChild is an rtcd process the tool started, with its output in a log file.
+type rtcdChild struct {
+	name    string // for errors: "rtcd serve", "rtcd media"
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	waitErr error
+	waitErr error // set before exited is closed
 	logPath string
-	keep    bool
+}
+
+// startRtcdChild starts bin with args, its output going to logPath. Not
+// CommandContext: the process is stopped with SIGTERM (stop), so it drains
+// like in production, also when the run was interrupted.
+func startRtcdChild(name, bin string, args []string, logPath string) (*rtcdChild, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a ^C in the terminal reaches the tool only
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &rtcdChild{name: name, cmd: cmd, exited: make(chan struct{}), logPath: logPath}
+	go func() {
+		c.waitErr = cmd.Wait()
+		_ = logf.Close()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// pid is the process id, or 0 for no process.
+func (c *rtcdChild) pid() int {
+	if c == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// kill kills the process (if it still runs) and waits for it.
+func (c *rtcdChild) kill() {
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.exited:
+	default:
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// stop sends SIGTERM and waits for the drain, killing after
+// localStopTimeout.
+func (c *rtcdChild) stop() {
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(localStopTimeout):
+		c.kill()
+	}
+}
+
+// logTail is the end of the process's log.
+func (c *rtcdChild) logTail() string {
+	if c == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(c.logPath)
+	const max = 4000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // moduleRoot walks up from the working directory to the go.mod of rtcd.
@@ -84,13 +175,14 @@ func moduleRoot() (string, error) {
 }
 
 // startLocal builds (unless bin is given) and starts rtcd on a fresh data
-// directory, then waits until it answers.
-func startLocal(ctx context.Context, bin string, keep bool, extraFlags []string, logw io.Writer) (*localServer, error) {
+// directory (with ownNode, and an `rtcd media` node beside it), then waits
+// until it answers.
+func startLocal(ctx context.Context, bin string, keep, ownNode bool, extraFlags []string, logw io.Writer) (*localServer, error) {
 	dir, err := os.MkdirTemp("", "rtcd-loadtest-*")
 	if err != nil {
 		return nil, err
 	}
-	s := &localServer{dir: dir, dataDir: filepath.Join(dir, "data"), keep: keep}
+	s := &localServer{dir: dir, dataDir: filepath.Join(dir, "data"), keep: keep, ownNode: ownNode}
 	fail := func(err error) (*localServer, error) {
 		s.Stop()
 		return nil, err
@@ -127,9 +219,10 @@ func startLocal(ctx context.Context, bin string, keep bool, extraFlags []string,
 		if err == nil {
 			return s, nil
 		}
+		tail := s.serve.logTail() + "\n" + s.node.logTail()
 		s.kill()
 		if attempt == localStartTries || ctx.Err() != nil {
-			return fail(fmt.Errorf("rtcd serve did not start: %v\n%s", err, s.logTail()))
+			return fail(fmt.Errorf("rtcd did not start: %v\n%s", err, strings.TrimSpace(tail)))
 		}
 	}
 }
@@ -152,103 +245,96 @@ func (s *localServer) launch(extraFlags []string) error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(s.dir, "rtcd.log"))
-	if err != nil {
+	s.API, s.Metrics = "http://"+api, "http://"+metrics
+	mediaFlags := []string{"--media-listen", "127.0.0.1:0"}
+	var nodeAddr, nodeMetrics string
+	if s.ownNode {
+		if nodeAddr, err = freePort(); err != nil {
+			return err
+		}
+		if nodeMetrics, err = freePort(); err != nil {
+			return err
+		}
+		s.MediaURL, s.MediaMetrics = "ws://"+nodeAddr+"/rtc", "http://"+nodeMetrics
+		mediaFlags = []string{"--media-listen=", "--media-control-url", "http://" + nodeAddr, "--media-url", s.MediaURL}
+	}
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", api, "--metrics-listen", metrics}, mediaFlags...)
+	args = append(append(args, localServerFlags...), extraFlags...)
+	if s.serve, err = startRtcdChild("rtcd serve", s.bin, args, filepath.Join(s.dir, "rtcd.log")); err != nil {
 		return err
 	}
-	s.logPath = logf.Name()
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", api, "--metrics-listen", metrics,
-		"--media-listen", "127.0.0.1:0"}, localServerFlags...)
-	args = append(args, extraFlags...)
-	// Not CommandContext: the process is stopped with SIGTERM in Stop, so
-	// it drains like in production, also when the run was interrupted.
-	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a ^C in the terminal reaches the tool only
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return fmt.Errorf("start rtcd serve: %w", err)
+	if !s.ownNode {
+		return nil
 	}
-	s.cmd, s.API, s.Metrics = cmd, "http://"+api, "http://"+metrics
-	s.exited = make(chan struct{})
-	go func() {
-		s.waitErr = cmd.Wait()
-		_ = logf.Close()
-		close(s.exited)
-	}()
-	return nil
+	// The node reports to the control plane's private listener and takes
+	// its key from the same data directory. ICE over TCP is off: nothing
+	// here needs it, and it would take a second port next to the node's.
+	s.node, err = startRtcdChild("rtcd media", s.bin, []string{"media", "--listen", nodeAddr, "--control-url", s.Metrics,
+		"--data-dir", s.dataDir, "--metrics-listen", nodeMetrics, "--node-id", "loadtest", "--media-tcp-port=-1",
+		"--log-level=warn"}, filepath.Join(s.dir, "media.log"))
+	return err
 }
 
 func (s *localServer) waitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(localReadyTimeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("exited during start: %v", s.waitErr)
-		default:
-		}
-		req, _ := http.NewRequest("GET", s.API+"/v1/system/info", nil)
-		req.Header.Set("Authorization", "Bearer "+s.creds.APIKey)
-		if res, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			_ = res.Body.Close()
-			if res.StatusCode == 200 {
-				return nil
+	ready := func(c *rtcdChild, url, auth string) error {
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			select {
+			case <-c.exited:
+				return fmt.Errorf("%s exited during start: %v", c.name, c.waitErr)
+			default:
 			}
-			return fmt.Errorf("GET /v1/system/info answered %d", res.StatusCode)
+			req, _ := http.NewRequest("GET", url, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", "Bearer "+auth)
+			}
+			if res, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+				if res.StatusCode == 200 {
+					return nil
+				}
+				return fmt.Errorf("%s: GET %s answered %d", c.name, url, res.StatusCode)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a starting process
 		}
-		time.Sleep(20 * time.Millisecond) // polling a starting process
+		return fmt.Errorf("%s: no answer within %v", c.name, localReadyTimeout)
 	}
-	return fmt.Errorf("no answer within %v", localReadyTimeout)
+	if err := ready(s.serve, s.API+"/v1/system/info", s.creds.APIKey); err != nil {
+		return err
+	}
+	if s.ownNode {
+		return ready(s.node, s.MediaMetrics+"/healthz", "")
+	}
+	return nil
 }
 
 // Pid is the server's process id.
-func (s *localServer) Pid() int {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
+func (s *localServer) Pid() int { return s.serve.pid() }
+
+// NodePid is the process id of the media node: the node run on its own,
+// or rtcd serve, whose built-in node it is.
+func (s *localServer) NodePid() int {
+	if s.ownNode {
+		return s.node.pid()
 	}
-	return s.cmd.Process.Pid
+	return s.Pid()
 }
 
 func (s *localServer) kill() {
-	if s.cmd == nil {
-		return
-	}
-	select {
-	case <-s.exited:
-	default:
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
+	s.node.kill()
+	s.serve.kill()
 }
 
 // Stop sends SIGTERM, waits for the drain (killing after
-// localStopTimeout), and removes the temporary directory unless kept.
+// localStopTimeout), and removes the temporary directory unless kept. The
+// node goes first, so its last leave reports reach the control plane.
 func (s *localServer) Stop() {
-	if s.cmd != nil {
-		select {
-		case <-s.exited:
-		default:
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.exited:
-			case <-time.After(localStopTimeout):
-				s.kill()
-			}
-		}
-	}
+	s.node.stop()
+	s.serve.stop()
 	if s.keep {
 		return
 	}
 	_ = os.RemoveAll(s.dir)
-}
-
-func (s *localServer) logTail() string {
-	b, _ := os.ReadFile(s.logPath)
-	const max = 4000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return strings.TrimSpace(string(b))
 }

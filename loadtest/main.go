@@ -51,6 +51,12 @@ type config struct {
 	RtcdBin     string
 	Keep        bool
 	ServerFlags []string
+	// MediaNode is where -local runs the media node: mediaNodeBuiltin (in
+	// rtcd serve) or mediaNodeOwn (an `rtcd media` process of its own).
+	MediaNode string
+	// MediaMetricsAddr is the metrics listener of a media node run on its
+	// own (-addr targets): the join scenario's figures per socket.
+	MediaMetricsAddr string
 
 	Scenarios    []string
 	Mode         string
@@ -74,6 +80,7 @@ type config struct {
 
 	JoinPerRoom   int
 	PingInterval  time.Duration
+	JoinGCWait    time.Duration
 	CreatePerRoom int
 
 	WebhookListen string
@@ -116,6 +123,8 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs.StringVar(&c.RtcdBin, "rtcd-bin", "", "with -local: use this rtcd binary instead of building one")
 	fs.BoolVar(&c.Keep, "keep", false, "with -local: keep the temporary directory (data, binary, rtcd.log)")
 	fs.StringVar(&serverFlags, "server-flags", "", "with -local: extra `rtcd serve` flags, space-separated (they override the defaults)")
+	fs.StringVar(&c.MediaNode, "media-node", mediaNodeBuiltin, "with -local: builtin (the media node inside rtcd serve) or own (an `rtcd media` process beside it, whose figures are the node's alone)")
+	fs.StringVar(&c.MediaMetricsAddr, "media-metrics-addr", "", "with -addr: the metrics listener of a media node run on its own (host:port), for the join scenario's memory per socket")
 	fs.StringVar(&scenarios, "scenario", "connect", "comma-separated scenarios: "+strings.Join(scenarioNames, ", ")+", or all")
 	fs.StringVar(&c.Mode, "mode", modeClosed, "closed (fixed -concurrency) or open (fixed -rate, latency from the intended send time)")
 	fs.IntVar(&c.Concurrency, "concurrency", 64, "closed loop: requests in flight; open loop: most requests in flight; join: sockets to hold")
@@ -130,6 +139,7 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs.BoolVar(&c.BaselineInProcess, "baseline-in-process", false, "serve the baseline in this process instead of a child process")
 	fs.IntVar(&c.JoinPerRoom, "join-per-room", 10, "join: participants per room (at most 100, the media node's room cap)")
 	fs.DurationVar(&c.PingInterval, "ping-interval", 0, "join: ping interval (0: the node's heartbeat_interval_ms)")
+	fs.DurationVar(&c.JoinGCWait, "join-gc-wait", defaultJoinGCWait, "join: longest wait after the hold for a GC of the media node, so the live heap counts every held socket (0: no wait)")
 	fs.IntVar(&c.MediaRooms, "media-rooms", 2, "media: rooms")
 	fs.IntVar(&c.MediaPublishers, "media-publishers", 2, "media: publishers per room (each sends ~1.5 Mbit/s video and audio, and receives the others)")
 	fs.IntVar(&c.MediaSubscribers, "media-subscribers", 8, "media: subscribers per room (receive every publisher)")
@@ -209,6 +219,14 @@ func (c *config) validate() error {
 		return fmt.Errorf("wrk: -duration must be at least 1s")
 	case c.PingInterval < 0:
 		return fmt.Errorf("-ping-interval must not be negative")
+	case c.JoinGCWait < 0 || c.JoinGCWait > maxJoinGCWait:
+		return fmt.Errorf("-join-gc-wait must be 0 to %v", maxJoinGCWait)
+	case c.MediaNode != "" && c.MediaNode != mediaNodeBuiltin && c.MediaNode != mediaNodeOwn:
+		return fmt.Errorf("-media-node %q: want %s or %s", c.MediaNode, mediaNodeBuiltin, mediaNodeOwn)
+	case c.MediaNode == mediaNodeOwn && !c.Local:
+		return fmt.Errorf("-media-node %s needs -local (against -addr, give the node's -media-metrics-addr)", mediaNodeOwn)
+	case c.MediaMetricsAddr != "" && c.Local:
+		return fmt.Errorf("-media-metrics-addr is for -addr; with -local use -media-node %s", mediaNodeOwn)
 	case c.CreatePerRoom < 0 || c.CreatePerRoom > maxPerRoomOps:
 		return fmt.Errorf("-create-per-room must be 0 to %d", maxPerRoomOps)
 	case slices.Contains(c.Scenarios, "media") && c.mediaShape().validate() != nil:
@@ -295,7 +313,7 @@ func openTarget(ctx context.Context, cfg *config, progress io.Writer) (*target, 
 	}
 	conns = min(conns, maxConcurrency)
 	if cfg.Local {
-		ls, err := startLocal(ctx, cfg.RtcdBin, cfg.Keep, cfg.ServerFlags, progress)
+		ls, err := startLocal(ctx, cfg.RtcdBin, cfg.Keep, cfg.MediaNode == mediaNodeOwn, cfg.ServerFlags, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -305,8 +323,13 @@ func openTarget(ctx context.Context, cfg *config, progress io.Writer) (*target, 
 			return nil, err
 		}
 		t := &target{api: api, metricsURL: ls.Metrics, projects: []projectKey{{ProjectID: ls.creds.ProjectID, Key: ls.creds.APIKey}},
-			accountID: ls.creds.AccountID, ownerEmail: ls.creds.OwnerEmail, dataDir: ls.dataDir, local: ls}
+			accountID: ls.creds.AccountID, ownerEmail: ls.creds.OwnerEmail, dataDir: ls.dataDir, local: ls,
+			mediaMetricsURL: ls.Metrics, mediaProcess: mediaProcessBuiltin}
 		fmt.Fprintf(progress, "local rtcd pid %d: api %s, metrics %s, data %s\n", ls.Pid(), ls.API, ls.Metrics, ls.dataDir)
+		if ls.ownNode {
+			t.mediaMetricsURL, t.mediaProcess = ls.MediaMetrics, mediaProcessOwn
+			fmt.Fprintf(progress, "local rtcd media pid %d: %s, metrics %s\n", ls.NodePid(), ls.MediaURL, ls.MediaMetrics)
+		}
 		if err := t.loadLimits(ctx); err != nil {
 			ls.Stop()
 			return nil, err
@@ -327,6 +350,14 @@ func openTarget(ctx context.Context, cfg *config, progress io.Writer) (*target, 
 			return nil, fmt.Errorf("-metrics-addr: %w", err)
 		}
 		t.metricsURL = origin
+		t.mediaMetricsURL, t.mediaProcess = origin, mediaProcessBuiltin
+	}
+	if cfg.MediaMetricsAddr != "" {
+		origin, _, _, err := parseOrigin(cfg.MediaMetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("-media-metrics-addr: %w", err)
+		}
+		t.mediaMetricsURL, t.mediaProcess = origin, mediaProcessOwn
 	}
 	if err := t.loadLimits(ctx); err != nil {
 		return nil, err

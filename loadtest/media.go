@@ -392,21 +392,22 @@ func parseProcStatusRSS(s string) float64 {
 	return 0
 }
 
-// serverProbes returns how to read the rtcd process's CPU seconds and RSS:
-// from /proc for the local server, from its metrics otherwise (-1 and 0
-// when unknown).
+// serverProbes returns how to read the CPU seconds and RSS of the process
+// that runs the media node (rtcd serve with its built-in node, or the node
+// run on its own): from /proc for the local server, from its metrics
+// otherwise (-1 and 0 when unknown).
 func serverProbes(t *target) (cpu, rss func() float64) {
 	cpu, rss = func() float64 { return -1 }, func() float64 { return 0 }
 	if t.local != nil {
-		pid := t.local.Pid()
+		pid := t.local.NodePid() // rtcd serve, or the node run on its own
 		return func() float64 { return procCPUSeconds(pid) }, func() float64 { return procRSSBytes(pid) }
 	}
-	if t.metricsURL == "" {
+	if t.mediaMetricsURL == "" {
 		return cpu, rss
 	}
 	metric := func(name string, missing float64) func() float64 {
 		return func() float64 {
-			s, err := scrapeMetrics(t.metricsURL)
+			s, err := scrapeMetrics(t.mediaMetricsURL)
 			if err != nil {
 				return missing
 			}

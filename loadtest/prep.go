@@ -49,6 +49,11 @@ type target struct {
 	dataDir    string       // the local server's, for its mail outbox; "" for a remote one
 	local      *localServer // nil for a remote one
 	limits     projectLimits
+	// mediaMetricsURL is the metrics of the process that holds the media
+	// sockets ("" when not known), and mediaProcess says which process
+	// that is (mediaProcessOwn or mediaProcessBuiltin).
+	mediaMetricsURL string
+	mediaProcess    string
 }
 
 // projectLimits is GET /v1/project/limits.

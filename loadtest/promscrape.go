@@ -83,6 +83,9 @@ func scrapeMetrics(base string) (*scrape, error) {
 			case m.Histogram != nil:
 				s.Values[name+"_count"+labelString(m.GetLabel())] = float64(m.GetHistogram().GetSampleCount())
 				s.Values[name+"_sum"+labelString(m.GetLabel())] = m.GetHistogram().GetSampleSum()
+			case m.Summary != nil: // go_gc_duration_seconds: its count is the GCs completed
+				s.Values[name+"_count"+labelString(m.GetLabel())] = float64(m.GetSummary().GetSampleCount())
+				s.Values[name+"_sum"+labelString(m.GetLabel())] = m.GetSummary().GetSampleSum()
 			}
 		}
 	}

@@ -125,6 +125,15 @@ func writeScenarioText(w io.Writer, r *scenarioReport, b *baselineResult) {
 			fmt.Fprintf(w, "memory    server RSS %s before, %s while held, %s after: %.1f KiB per participant (heap %.1f KiB); goroutines %.0f -> %.0f\n",
 				mib(j.RSSBefore), mib(j.RSSPeak), mib(j.RSSAfter), j.RSSPerParticipant/1024, j.HeapPerPart/1024, j.GoroutinesBefore, j.GoroutinesPeak)
 		}
+		if m := j.PerSocket; m != nil {
+			gc := fmt.Sprintf("a GC %.1f s after the hold", m.GCWaitSeconds)
+			if !m.Settled {
+				gc = "NOT SETTLED: no GC after the ramp"
+			}
+			fmt.Fprintf(w, "per socket %.1f KiB = heap %.1f KiB + stacks %.1f KiB (%d sockets; heap %s, %s); RSS %.1f KiB, heap in use %.1f KiB, %.2f goroutines\n",
+				m.Bytes/1024, m.HeapBytes/1024, m.StackBytes/1024, m.Sockets, m.HeapSource, gc, m.RSSBytes/1024, m.HeapInuseBytes/1024, m.Goroutines)
+			fmt.Fprintf(w, "          in %s\n", m.Process)
+		}
 	}
 	if wh := r.Webhooks; wh != nil {
 		if wh.Error != "" {

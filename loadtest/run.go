@@ -273,9 +273,11 @@ func runJoin(ctx context.Context, cfg *config, t *target, f *fixture, ips []stri
 		rate: cfg.Rate, duration: cfg.Duration, maxRequests: int64(target), op: joinOp(t.api, f.participants, ips, js),
 		progressExtra: func() string { return fmt.Sprintf("held=%d dropped=%d", js.held.Load(), js.dropped.Load()) }}
 	before := scrapeOrNote(t, r, "before")
+	mediaBefore := scrapeMediaOrNote(t, r, "before")
 	start := time.Now()
 	res := runLoad(ctx, spec, progress)
 	ramp := time.Since(start)
+	mediaRamp := scrapeMediaOrNote(t, r, "after the ramp")
 	// Hold until the duration is over, with a progress line every second.
 	holdStart := time.Now()
 	tick := time.NewTicker(progressEvery)
@@ -296,6 +298,14 @@ func runJoin(ctx context.Context, cfg *config, t *target, f *fixture, ips []stri
 	}
 	tick.Stop()
 	hold := time.Since(holdStart)
+	var mediaHeld *scrape
+	settled, gcWait := false, time.Duration(0)
+	if mediaRamp != nil {
+		mediaHeld, settled, gcWait = awaitMediaGC(ctx, t, mediaRamp, cfg.JoinGCWait, progress)
+		if mediaHeld == nil {
+			r.Notes = append(r.Notes, "media node metrics scrape while held failed")
+		}
+	}
 	peak := scrapeOrNote(t, r, "while held")
 	held := js.held.Load()
 	js.closeAll()
@@ -339,8 +349,90 @@ func runJoin(ctx context.Context, cfg *config, t *target, f *fixture, ips []stri
 			r.Server = compareWithPeak(t.metricsURL, before, after, r.Server.Peak)
 		}
 	}
+	if mediaBefore != nil && mediaHeld != nil && held > 0 {
+		jf.PerSocket = socketFigures(mediaBefore, mediaHeld, held, t.mediaProcess)
+		jf.PerSocket.Settled, jf.PerSocket.GCWaitSeconds = settled, gcWait.Seconds()
+		if !settled {
+			r.Notes = append(r.Notes, fmt.Sprintf("no GC of the media node after the ramp (waited %.0f s): its live heap misses sockets; raise -join-gc-wait or -duration", gcWait.Seconds()))
+		}
+	}
 	r.Join = jf
 	return r, nil
+}
+
+// scrapeMediaOrNote scrapes the metrics of the process holding the media
+// sockets, adding a note on failure.
+func scrapeMediaOrNote(t *target, r *scenarioReport, when string) *scrape {
+	if t.mediaMetricsURL == "" {
+		return nil
+	}
+	s, err := scrapeMetrics(t.mediaMetricsURL)
+	if err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("media node metrics scrape %s: %v", when, err))
+		return nil
+	}
+	return s
+}
+
+// gcCountMetric counts the GCs a Go process completed.
+const gcCountMetric = "go_gc_duration_seconds_count"
+
+// awaitMediaGC waits, at most wait, until the media node's process has
+// completed a GC since since was scraped, so that its live heap counts
+// every socket held by then. It returns the last scrape (nil if none
+// succeeded), whether a GC came, and how long it waited.
+func awaitMediaGC(ctx context.Context, t *target, since *scrape, wait time.Duration, progress io.Writer) (*scrape, bool, time.Duration) {
+	start := time.Now()
+	announced := false
+	for {
+		s, err := scrapeMetrics(t.mediaMetricsURL)
+		if err == nil && s.Values[gcCountMetric] > since.Values[gcCountMetric] {
+			return s, true, time.Since(start)
+		}
+		if time.Since(start) >= wait || ctx.Err() != nil {
+			if err != nil {
+				s = nil
+			}
+			return s, false, time.Since(start)
+		}
+		if !announced {
+			fmt.Fprintf(progress, "[join] waiting (at most %v) for a GC of the media node, so its live heap counts every socket\n", wait)
+			announced = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(joinGCPoll):
+		}
+	}
+}
+
+// socketFigures is the memory per held socket of the process that holds
+// them: what held and before differ by, over the sockets held. The heap is
+// the live heap the last GC marked (go_gc_heap_live_bytes), the garbage
+// not counted; before the process's first GC it is unknown, and every
+// byte allocated by then stands for it (an upper bound, so the figure per
+// socket errs low by at most that over the sockets).
+func socketFigures(before, held *scrape, sockets int64, process string) *socketMemory {
+	n := float64(sockets)
+	m := &socketMemory{Process: process, Sockets: sockets, HeapSource: "live"}
+	heapBefore, ok := before.Values["go_gc_heap_live_bytes"]
+	heapHeld, okHeld := held.Values["go_gc_heap_live_bytes"]
+	switch {
+	case !ok || !okHeld:
+		// A server from before go_gc_heap_live_bytes: heap in use, garbage included.
+		m.HeapSource = "in use (no go_gc_heap_live_bytes: garbage included)"
+		heapBefore, heapHeld = before.Values["go_memstats_heap_inuse_bytes"], held.Values["go_memstats_heap_inuse_bytes"]
+	case before.Values[gcCountMetric] == 0:
+		m.HeapSource = "live (baseline: all allocated before the first GC)"
+		heapBefore = before.Values["go_memstats_heap_alloc_bytes"]
+	}
+	m.HeapBytes = (heapHeld - heapBefore) / n
+	m.StackBytes = (held.Values["go_memstats_stack_inuse_bytes"] - before.Values["go_memstats_stack_inuse_bytes"]) / n
+	m.Bytes = m.HeapBytes + m.StackBytes
+	m.RSSBytes = (held.Values["process_resident_memory_bytes"] - before.Values["process_resident_memory_bytes"]) / n
+	m.Goroutines = (held.Values["go_goroutines"] - before.Values["go_goroutines"]) / n
+	m.HeapInuseBytes = (held.Values["go_memstats_heap_inuse_bytes"] - before.Values["go_memstats_heap_inuse_bytes"]) / n
+	return m
 }
 
 // compareWithPeak compares before and after and keeps the held-state gauges.

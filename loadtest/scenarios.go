@@ -29,6 +29,14 @@ const (
 	// maxJoinSockets bounds the join scenario (the media node's default
 	// capacity is 10000 sockets).
 	maxJoinSockets = 10000
+	// defaultJoinGCWait bounds the join scenario's wait, after the hold, for
+	// a GC of the media node's process, so that its live heap counts every
+	// held socket: Go forces a GC at least every 2 minutes. maxJoinGCWait
+	// bounds the flag.
+	defaultJoinGCWait = 130 * time.Second
+	maxJoinGCWait     = 10 * time.Minute
+	// joinGCPoll is how often the node's metrics are read during that wait.
+	joinGCPoll = 500 * time.Millisecond
 	// mediaRoomCap is the media node's participants per room.
 	mediaRoomCap = 100
 	// webhookDrainTimeout bounds the wait for webhook deliveries after the
@@ -38,6 +46,15 @@ const (
 	// createdRoomTTL is the expires_in of rooms created under load, so they
 	// do not hold max_active_rooms slots for long.
 	createdRoomTTL = 600
+)
+
+// Where -local runs the media node (-media-node), and what the join
+// scenario's figures per socket then describe.
+const (
+	mediaNodeBuiltin    = "builtin"
+	mediaNodeOwn        = "own"
+	mediaProcessBuiltin = "rtcd serve (its built-in media node and the control plane: per socket includes the control plane's state of the participant)"
+	mediaProcessOwn     = "rtcd media (the node run on its own: the socket alone)"
 )
 
 var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk"}
@@ -442,4 +459,25 @@ type joinFigures struct {
 	GoroutinesPeak    float64 `json:"server_goroutines_held"`
 	HeapPeak          float64 `json:"server_heap_inuse_held_bytes"`
 	HeapPerPart       float64 `json:"server_heap_per_participant_bytes"`
+	// PerSocket is the memory of one held socket in the process that holds
+	// them (nil without its metrics).
+	PerSocket *socketMemory `json:"per_socket,omitempty"`
+}
+
+// socketMemory is the memory per held media socket, from the metrics of
+// the process holding them: while every socket is held, less before the
+// first one opened, over the sockets held.
+type socketMemory struct {
+	Process       string  `json:"process"`
+	Sockets       int64   `json:"sockets"`
+	Settled       bool    `json:"settled"` // a GC completed after the ramp, so the live heap counts every socket
+	GCWaitSeconds float64 `json:"gc_wait_seconds"`
+	HeapSource    string  `json:"heap_source"`
+	// Bytes is the headline: HeapBytes + StackBytes.
+	Bytes          float64 `json:"bytes"`
+	HeapBytes      float64 `json:"heap_bytes"`
+	StackBytes     float64 `json:"stack_bytes"`
+	RSSBytes       float64 `json:"rss_bytes"`        // with the GC's headroom and what the runtime keeps
+	HeapInuseBytes float64 `json:"heap_inuse_bytes"` // live and garbage not yet collected
+	Goroutines     float64 `json:"goroutines"`
 }

@@ -5,26 +5,35 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"rtcd/auth"
 )
 
-// conn is one client socket. Two goroutines serve it: the reader (the HTTP
-// handler's goroutine, readLoop) and the writer (writeLoop), the only one
-// that writes to the socket. The hub talks to it through send and stop
-// only, and never touches the socket, so it can never block on a client.
+// conn is one client socket. One goroutine serves it while it is held:
+// the reader (readLoop). A writer goroutine (writeLoop), the only one that
+// writes messages to the socket, runs only while there is something to
+// write: the hub starts it when it queues a message for an idle socket,
+// and it returns once the queue is drained. A held socket that is not
+// being written to therefore costs one goroutine, and no queue or write
+// buffer (see docs/performance.md, "Media signalling sockets"). The hub
+// talks to it through queueMessage and end only, and never touches the
+// socket, so it can never block on a client.
 type conn struct {
-	ws *websocket.Conn // set before the goroutines start; used only by them
+	ws *websocket.Conn // set by attach, before a writer or the reader starts; used only by them
 
-	send       chan []byte   // messages for the writer; the hub's sends never block
-	stop       chan struct{} // closed by hub.terminate: write the final frames and close
 	readerDone chan struct{} // closed when readLoop returns
-	writerDone chan struct{} // closed when writeLoop returns
+	closed     chan struct{} // closed once the socket is closed: after the final frames, or a failed write
 
-	// The final frames, set by the hub before it closes stop and read by
-	// the writer only after stop is closed (the close orders the two).
+	// mu guards what the hub and the writer share. It is held only to queue
+	// or take one message, never across a socket write.
+	mu      sync.Mutex
+	queue   sendQueue   // messages for the writer, at most outboundQueueMessages
+	writer  writerState // whether a writer runs, or may start
+	stopped bool        // set by end: the writer writes the final frames and closes
+	// The final frames, set by end with stopped.
 	finalMessage []byte // error message, or nil
 	closeCode    int    // close frame code
 	closeText    string // close frame reason (an error code, ≤ 123 bytes)
@@ -39,13 +48,80 @@ type conn struct {
 	peer     *peer        // its media, while it is the joined socket of a protocol 2 member
 }
 
+// writerState is where a conn's writer is.
+type writerState uint8
+
+const (
+	writerNoSocket writerState = iota // before attach (forever if the upgrade fails): no writer may start
+	writerIdle                        // attached, nothing to write: the next message starts a writer
+	writerRunning                     // a writer goroutine runs; it takes what is queued
+	writerFinished                    // the socket is closed (or was never opened): no writer starts again
+)
+
 func newConn() *conn {
 	return &conn{
 		protocol:   protocolPresence,
-		send:       make(chan []byte, outboundQueueMessages),
-		stop:       make(chan struct{}),
+		queue:      sendQueue{limit: outboundQueueMessages},
 		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+}
+
+// attach gives c its upgraded socket, and starts a writer if the hub has
+// already queued a message or ended c meanwhile.
+func (c *conn) attach(ws *websocket.Conn) {
+	c.mu.Lock()
+	c.ws = ws
+	c.writer = writerIdle
+	start := c.stopped || c.queue.len() > 0
+	if start {
+		c.writer = writerRunning
+	}
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// queueMessage queues msg for the writer, starting one if none runs. It
+// never blocks: it reports false when the queue is full (the client is too
+// slow), and drops msg silently once c is ended or its socket closed.
+func (c *conn) queueMessage(msg []byte) bool {
+	c.mu.Lock()
+	if c.stopped || c.writer == writerFinished {
+		c.mu.Unlock()
+		return true
+	}
+	if !c.queue.push(msg) {
+		c.mu.Unlock()
+		return false
+	}
+	start := c.writer == writerIdle
+	if start {
+		c.writer = writerRunning
+	}
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+	return true
+}
+
+// end has the writer send finalMessage (if not nil) and a close frame with
+// closeCode and closeText, then close the socket. Messages still queued
+// are dropped: the connection is over. Called once, by hub.terminate.
+func (c *conn) end(finalMessage []byte, closeCode int, closeText string) {
+	c.mu.Lock()
+	c.stopped = true
+	c.finalMessage, c.closeCode, c.closeText = finalMessage, closeCode, closeText
+	c.queue.clear()
+	start := c.writer == writerIdle
+	if start {
+		c.writer = writerRunning
+	}
+	c.mu.Unlock()
+	if start {
+		go c.writeLoop()
 	}
 }
 
@@ -199,41 +275,65 @@ func parseClientMessage(kind int, data []byte, joinSent, media bool) (clientMess
 	}
 }
 
-// writeLoop writes queued messages until the hub stops the connection or a
-// write fails, then writes the final frames and closes the socket, which
-// also ends readLoop.
-func (n *Node) writeLoop(c *conn) {
-	defer close(c.writerDone)
-	defer c.ws.Close()
+// writeLoop writes queued messages until the queue is empty (it then
+// returns, and the next queued message starts another), the hub ends the
+// connection or a write fails. After end it writes the final frames and
+// closes the socket, which also ends readLoop. Only one runs at a time per
+// conn (writerRunning).
+func (c *conn) writeLoop() {
 	for {
-		select {
-		case msg := <-c.send:
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeoutSeconds * time.Second))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				// The socket is broken; closing it ends readLoop, which
-				// reports the connection gone.
-				return
-			}
-		case <-c.stop:
-			// Messages still queued are dropped: the connection is over.
-			deadline := time.Now().Add(writeTimeoutSeconds * time.Second)
-			if c.finalMessage != nil {
-				_ = c.ws.SetWriteDeadline(deadline)
-				_ = c.ws.WriteMessage(websocket.TextMessage, c.finalMessage)
-			}
-			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText), deadline)
-			// Let the client answer with its close frame (readLoop then
-			// ends) before the TCP connection goes, so the frames above are
-			// not lost to a reset.
-			wait := time.NewTimer(closeHandshakeTimeoutMillis * time.Millisecond)
-			defer wait.Stop()
-			select {
-			case <-c.readerDone:
-			case <-wait.C:
-			}
+		c.mu.Lock()
+		if c.stopped {
+			c.mu.Unlock()
+			c.writeFinal()
+			return
+		}
+		msg, ok := c.queue.pop()
+		if !ok {
+			c.writer = writerIdle
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeoutSeconds * time.Second))
+		if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+			// The socket is broken; closing it ends readLoop, which
+			// reports the connection gone. No writer starts again.
+			c.closeSocket()
 			return
 		}
 	}
+}
+
+// writeFinal writes the final frames set by end and closes the socket.
+func (c *conn) writeFinal() {
+	deadline := time.Now().Add(writeTimeoutSeconds * time.Second)
+	if c.finalMessage != nil {
+		_ = c.ws.SetWriteDeadline(deadline)
+		_ = c.ws.WriteMessage(websocket.TextMessage, c.finalMessage)
+	}
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, c.closeText), deadline)
+	// Let the client answer with its close frame (readLoop then ends)
+	// before the TCP connection goes, so the frames above are not lost to
+	// a reset.
+	wait := time.NewTimer(closeHandshakeTimeoutMillis * time.Millisecond)
+	select {
+	case <-c.readerDone:
+	case <-wait.C:
+	}
+	wait.Stop()
+	c.closeSocket()
+}
+
+// closeSocket closes the socket for good; only the running writer calls
+// it.
+func (c *conn) closeSocket() {
+	_ = c.ws.Close()
+	c.mu.Lock()
+	c.writer = writerFinished
+	c.queue.clear()
+	c.mu.Unlock()
+	close(c.closed)
 }
 
 func isTimeout(err error) bool {

@@ -591,12 +591,10 @@ func (h *hub) terminate(c *conn, code, text string) {
 		h.reportLeftSession(w.claims, reason, h.clockNow())
 	}
 	if code == "" {
-		c.closeCode = CloseNormal
+		c.end(nil, CloseNormal, "")
 	} else {
-		c.finalMessage = encodeError(c.protocol, code, text)
-		c.closeCode, c.closeText = closeCodeOf(code), code
+		c.end(encodeError(c.protocol, code, text), closeCodeOf(code), code)
 	}
-	close(c.stop)
 }
 
 // enqueue queues msg for c without blocking. A full queue marks c as a slow
@@ -606,9 +604,7 @@ func (h *hub) enqueue(c *conn, msg []byte) {
 	if c.ended || c.doomed {
 		return
 	}
-	select {
-	case c.send <- msg:
-	default:
+	if !c.queueMessage(msg) {
 		c.doomed = true
 		h.doomed = append(h.doomed, c)
 	}

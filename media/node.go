@@ -66,8 +66,19 @@ const (
 	// outboundQueueMessages bounds the messages waiting to be written to
 	// one client. A client whose queue is full is too slow to keep up with
 	// its room and is disconnected (slow_consumer) rather than buffered
-	// without bound or allowed to stall the room.
+	// without bound or allowed to stall the room. The queue grows to it on
+	// demand (sendQueue).
 	outboundQueueMessages = 256
+	// readBufferBytes is a socket's read buffer, kept while it is held. A
+	// frame header and a ping fit; a longer frame is read past it straight
+	// into the message. (Without it the socket would keep net/http's 4 KiB
+	// reader.)
+	readBufferBytes = 512
+	// writeBufferBytes is the size of the write buffers. Sockets share them
+	// through the upgrader's WriteBufferPool and hold one only while they
+	// write a message (a longer message goes out past it, in the same
+	// frame), so a held socket keeps none.
+	writeBufferBytes = 4096
 	// writeTimeoutSeconds bounds one socket write, including the final
 	// error and close frames.
 	writeTimeoutSeconds = 10
@@ -221,6 +232,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: httpReadHeaderTimeoutSeconds * time.Second,
+			ReadBufferSize:   readBufferBytes,
+			WriteBufferSize:  writeBufferBytes,
+			WriteBufferPool:  &sync.Pool{},
 			// Clients authenticate with the media token inside the socket,
 			// never with cookies, so a cross-origin page gains nothing by
 			// opening a socket: any origin may connect.
@@ -245,8 +259,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
-// ServeHTTP upgrades a GET of RTCPath to a WebSocket and runs the protocol
-// on it until it closes. Anything else is 404 or 405.
+// ServeHTTP upgrades a GET of RTCPath to a WebSocket and returns; the
+// protocol runs on the socket's own goroutine (serveSocket) until it
+// closes. Anything else is 404 or 405.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != RTCPath {
 		http.NotFound(w, r)
@@ -270,17 +285,27 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "media node at capacity or shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer n.conns.Done() // register added this connection to n.conns
 	ws, err := n.upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		// The upgrader has answered the request; forget the connection.
+		// The upgrader has answered the request; forget the connection
+		// (never attached, it gets no writer).
 		n.do(func(h *hub) { h.gone(c, readClosed); h.release(c) })
+		n.conns.Done() // register added this connection to n.conns
 		return
 	}
-	c.ws = ws
-	go n.writeLoop(c)
+	c.attach(ws)
+	// The handler returns now, so net/http's goroutine ends and frees the
+	// request, the response and its buffers; the socket keeps one goroutine
+	// of its own.
+	go n.serveSocket(c)
+}
+
+// serveSocket reads c until it closes, waits for its socket to be closed
+// (the writer's final frames) and forgets it.
+func (n *Node) serveSocket(c *conn) {
+	defer n.conns.Done() // register added this connection to n.conns
 	n.readLoop(c)
-	<-c.writerDone
+	<-c.closed
 	n.do(func(h *hub) { h.release(c) })
 }
 

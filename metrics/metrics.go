@@ -17,6 +17,7 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -96,7 +97,7 @@ func New() *Metrics {
 		}),
 	}
 	r.MustRegister(m.HTTPRequests, m.HTTPDuration, m.ConnectResults, m.JournalApply, m.JournalSync,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		newGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Webhooks = newWebhooks(r)
 	m.Billing = newBilling(r)
 	m.Media = newMedia(r)
@@ -119,6 +120,21 @@ func registerBuildInfo(r *prometheus.Registry, version string) {
 	}, func() float64 { return 1 }))
 }
 
+// goLiveHeapMetric is the runtime/metrics name of the heap the last GC
+// found live.
+const goLiveHeapMetric = "/gc/heap/live:bytes"
+
+// newGoCollector is the Go runtime's collector with its default series and
+// go_gc_heap_live_bytes, the heap the last GC marked live. The
+// go_memstats_heap_* gauges also count garbage not yet collected (up to
+// GOGC's headroom, twice the live heap by default), so they cannot tell
+// what held state costs; the live heap can (the load test's join scenario
+// reads it for the memory of a held media socket).
+func newGoCollector() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile("^" + regexp.QuoteMeta(goLiveHeapMetric) + "$")}))
+}
+
 // Node holds the collectors of a media node run on its own (rtcd media):
 // the media families, rtcd_build_info and the Go runtime and process
 // collectors, and nothing of the control plane's (no HTTP, billing or
@@ -132,7 +148,7 @@ type Node struct {
 // build info of version.
 func NewNode(version string) *Node {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(newGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(r, version)
 	return &Node{Registry: r, Media: newMedia(r)}
 }
