@@ -182,3 +182,25 @@ func TestEmbeddedNodeSilenceEndsNothing(t *testing.T) {
 		t.Fatalf("participant %s after an hour without presence from the embedded node, want still joined", st)
 	}
 }
+
+// TestPresenceWithTheJoinStillPendingKeepsIt: the node's snapshot can be
+// taken after it reported a join and before the room's answer reached it,
+// so the join is listed as pending; the room has recorded it meanwhile.
+// Reconciling that snapshot must not end the recorded session (it would
+// then refuse the pending entry as a session that has left, and the
+// participant would be closed with token_expired under load).
+func TestPresenceWithTheJoinStillPendingKeepsIt(t *testing.T) {
+	n := newJoinedRoom(t, false)
+	n.clk.Advance(time.Second)
+	n.e.MediaPresence(room.MediaPresence{NodeID: "solo", At: n.clk.Now(), Pending: []room.MediaJoin{n.joined}})
+	n.sweep() // the presence was handled before the sweep
+	if st := n.status(); st != room.ParticipantJoined {
+		t.Fatalf("participant %s after a snapshot showing its join pending, want joined", st)
+	}
+	// A snapshot without it at all still ends it (the reconciler's job).
+	n.e.MediaPresence(room.MediaPresence{NodeID: "solo", At: n.clk.Now()})
+	n.sweep()
+	if st := n.status(); st != room.ParticipantLeft {
+		t.Fatalf("participant %s after a snapshot without it, want left", st)
+	}
+}

@@ -382,9 +382,19 @@ func (a *roomActor) reconcile(m Presence) {
 	}
 	// Presence is by participant: after a reconnect the node may still
 	// show the previous session until the new one replaces it.
+	// A join the node holds waiting for the room's answer is on the node
+	// too: the snapshot can be taken after the join was reported and
+	// before its answer left, and the room can have recorded the join
+	// since. Its recorded session is not gone; the pending entry below
+	// asks again, and the join's answer goes out again.
+	waiting := make(map[string]string, len(m.Pending))
+	for _, s := range m.Pending {
+		waiting[s.ParticipantID] = s.SessionID
+	}
 	changed := a.state.participantsWhere(func(p *Participant) bool {
 		s, onNode := m.Sessions[p.ID]
-		return p.Status == ParticipantJoined && !onNode ||
+		held := onNode || waiting[p.ID] == p.SessionID
+		return p.Status == ParticipantJoined && !held ||
 			onNode && (p.Status != ParticipantJoined || s.SessionID != p.SessionID)
 	})
 	for _, p := range changed {
