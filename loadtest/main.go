@@ -211,9 +211,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("-projects must be 1 to %d", maxProjects)
 	case c.JoinPerRoom < 1 || c.JoinPerRoom > mediaRoomCap:
 		return fmt.Errorf("-join-per-room must be 1 to %d", mediaRoomCap)
-	case c.WrkRounds < 1 || c.WrkRounds > maxWrkRounds:
+	case slices.Contains(c.Scenarios, "wrk") && (c.WrkRounds < 1 || c.WrkRounds > maxWrkRounds):
 		return fmt.Errorf("-wrk-rounds must be 1 to %d", maxWrkRounds)
-	case c.WrkThreads < 1 || c.WrkThreads > maxWrkThreads || c.WrkThreads > c.Concurrency:
+	case slices.Contains(c.Scenarios, "wrk") && (c.WrkThreads < 1 || c.WrkThreads > maxWrkThreads || c.WrkThreads > c.Concurrency):
 		return fmt.Errorf("-wrk-threads must be 1 to %d and at most -concurrency", maxWrkThreads)
 	case slices.Contains(c.Scenarios, "wrk") && c.Duration < time.Second:
 		return fmt.Errorf("wrk: -duration must be at least 1s")
