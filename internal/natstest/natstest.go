@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // Cluster is three embedded NATS servers (nats-server v2, JetStream on),
@@ -224,6 +225,36 @@ func (c *Cluster) Clients(i int) int {
 		return 0
 	}
 	return s.NumClients()
+}
+
+// stepDownAttempts bounds the stream leader step-downs of MoveStreamLeaderOff.
+const stepDownAttempts = 10
+
+// MoveStreamLeaderOff makes stream's leader another server than server i,
+// asking the leader to step down (JetStream's stream leader step-down
+// API) until one of the others leads it.
+func (c *Cluster) MoveStreamLeaderOff(stream string, i int) error {
+	nc, err := nats.Connect(c.URLs)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	avoid := c.opts[i].ServerName
+	for range stepDownAttempts {
+		deadline := time.Now().Add(clusterStartSeconds * time.Second)
+		leader := c.StreamLeader(stream)
+		for leader == "" && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			leader = c.StreamLeader(stream)
+		}
+		if leader != "" && leader != avoid {
+			return nil
+		}
+		if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, clusterStartSeconds*time.Second); err != nil {
+			return fmt.Errorf("step the leader of %s down: %w", stream, err)
+		}
+	}
+	return fmt.Errorf("%s still leads %s after %d step-downs", avoid, stream, stepDownAttempts)
 }
 
 // ServerIndex is the index (for StopServer) of the server named name.
