@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -97,27 +98,34 @@ func natsFailTerm(t *testing.T, p *binProc) {
 	}
 }
 
-// TestOneNATSServerLostUnderLoad shuts down the server leading rtcd's
-// stream while room, participant and connect load runs. The writes go on
-// after a bounded stall (the stream elects a new leader; the store sends
-// again a batch whose answer was lost, or that found no leader), the
-// process keeps running, a request refused meanwhile gets a 5xx in the
-// spec's envelope (service_unavailable; none in most runs), and every acknowledged
-// room and participant reads back, live and after rtcd restarts on the two
-// servers left. The stopped server then starts again and rejoins.
+// TestOneNATSServerLostUnderLoad shuts down one NATS server while room,
+// participant and connect load runs, three ways: the server leading
+// rtcd's stream (rtcd's connection stays), the server rtcd is connected
+// to (its client reconnects; the stream keeps its leader), and one that is
+// both. The writes go on after a bounded stall (the stream elects a new
+// leader; the store sends again a request whose answer was lost, or that
+// found no leader), the process keeps running, a request refused meanwhile
+// gets a 5xx in the spec's envelope (service_unavailable; none in most
+// runs), and every acknowledged room and participant reads back, live and
+// after rtcd restarts on the two servers left. The stopped server then
+// starts again and rejoins.
 func TestOneNATSServerLostUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the rtcd binary and three NATS servers")
 	}
+	t.Run("stream leader", func(t *testing.T) { natsFailLoseOne(t, true, false) })
+	t.Run("rtcd's server", func(t *testing.T) { natsFailLoseOne(t, false, true) })
+	t.Run("stream leader and rtcd's server", func(t *testing.T) { natsFailLoseOne(t, true, true) })
+}
+
+// natsFailLoseOne runs one case of TestOneNATSServerLostUnderLoad: the
+// server shut down leads the stream or not, holds rtcd's connection or not.
+func natsFailLoseOne(t *testing.T, leads, holdsConn bool) {
 	bin, dir, boot, flags, cluster, p := natsFailStart(t)
 
 	load := binStartLoad(p, boot.APIKey, "nats1", binClient(true))
 	load.runFor()
-	// The stream leader is lost, and rtcd's connection stays: the stall is
-	// the election and the store's retry of the requests the lost leader
-	// never answered. (Losing the server that holds rtcd's connection is
-	// not covered yet: docs/cluster.md, what is left.)
-	conn := -1
+	conn := -1 // rtcd, the only client, holds one connection
 	for i := 0; i < 3; i++ {
 		if cluster.Clients(i) > 0 {
 			conn = i
@@ -126,15 +134,19 @@ func TestOneNATSServerLostUnderLoad(t *testing.T) {
 	if conn < 0 {
 		t.Fatal("no NATS server holds rtcd's connection")
 	}
-	if err := cluster.MoveStreamLeaderOff("RTCD", conn); err != nil {
+	victim := conn
+	if err := cluster.MoveStreamLeader("RTCD", conn, leads && holdsConn); err != nil {
 		t.Fatal(err)
 	}
-	victimName := cluster.StreamLeader("RTCD")
-	victim := cluster.ServerIndex(victimName)
-	if victim < 0 || victim == conn {
-		t.Fatalf("stream leader %q, rtcd on n%d", victimName, conn+1)
+	if !holdsConn {
+		victim = cluster.ServerIndex(cluster.StreamLeader("RTCD"))
 	}
-	role := "the stream leader"
+	victimName := fmt.Sprintf("n%d", victim+1)
+	leader := cluster.StreamLeader("RTCD")
+	if victim < 0 || (leader == victimName) != leads || (victim == conn) != holdsConn {
+		t.Fatalf("stream leader %q, rtcd on n%d, victim %d: not the case wanted", leader, conn+1, victim+1)
+	}
+	role := fmt.Sprintf("leads the stream: %v, holds rtcd's connection: %v", leads, holdsConn)
 	slowestBefore := time.Duration(load.slowestNs.Load())
 	roomsAtStop := load.ackedRooms.Load()
 	// A request that meets the failover may be refused with a 5xx in the

@@ -227,19 +227,19 @@ func (c *Cluster) Clients(i int) int {
 	return s.NumClients()
 }
 
-// stepDownAttempts bounds the stream leader step-downs of MoveStreamLeaderOff.
-const stepDownAttempts = 10
+// stepDownAttempts bounds the stream leader step-downs of MoveStreamLeader.
+const stepDownAttempts = 20
 
-// MoveStreamLeaderOff makes stream's leader another server than server i,
-// asking the leader to step down (JetStream's stream leader step-down
-// API) until one of the others leads it.
-func (c *Cluster) MoveStreamLeaderOff(stream string, i int) error {
+// MoveStreamLeader asks stream's leader to step down (JetStream's stream
+// leader step-down API; the next leader is one of the others) until
+// server i leads the stream (onto) or another server does (!onto).
+func (c *Cluster) MoveStreamLeader(stream string, i int, onto bool) error {
 	nc, err := nats.Connect(c.URLs)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	avoid := c.opts[i].ServerName
+	name := c.opts[i].ServerName
 	for range stepDownAttempts {
 		deadline := time.Now().Add(clusterStartSeconds * time.Second)
 		leader := c.StreamLeader(stream)
@@ -247,14 +247,14 @@ func (c *Cluster) MoveStreamLeaderOff(stream string, i int) error {
 			time.Sleep(20 * time.Millisecond)
 			leader = c.StreamLeader(stream)
 		}
-		if leader != "" && leader != avoid {
+		if leader != "" && (leader == name) == onto {
 			return nil
 		}
 		if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, clusterStartSeconds*time.Second); err != nil {
 			return fmt.Errorf("step the leader of %s down: %w", stream, err)
 		}
 	}
-	return fmt.Errorf("%s still leads %s after %d step-downs", avoid, stream, stepDownAttempts)
+	return fmt.Errorf("the leader of %s is not where wanted (%s, onto %v) after %d step-downs", stream, name, onto, stepDownAttempts)
 }
 
 // ServerIndex is the index (for StopServer) of the server named name.
