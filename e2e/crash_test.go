@@ -364,10 +364,13 @@ type binLoad struct {
 	prefix     string
 	stop       chan struct{}
 	stopping   atomic.Bool  // the process is being stopped: transport errors are expected
+	storeGone  atomic.Bool  // the store fails over or is gone: a 5xx in the error envelope is expected too
+	refused5xx atomic.Int64 // the 5xx answers counted while storeGone
 	signalled  atomic.Int64 // unix nanos at which the signal was sent
 	straddlers atomic.Int64
 	ackedRooms atomic.Int64
 	ackedConns atomic.Int64
+	slowestNs  atomic.Int64 // the longest acknowledged request, in nanoseconds
 	wg         sync.WaitGroup
 	perWorker  []binAcks
 }
@@ -390,12 +393,19 @@ func (l *binLoad) call(method, path, key string, body any) (binResult, bool) {
 		}
 		return r, false
 	}
+	if r.status/100 == 5 && r.code() != "" && l.storeGone.Load() {
+		l.refused5xx.Add(1)
+		return r, false
+	}
 	if r.status/100 != 2 {
 		l.p.t.Errorf("%s %s: %d %s", method, path, r.status, r.raw)
 		return r, false
 	}
 	if sig := l.signalled.Load(); sig != 0 && sent < sig {
 		l.straddlers.Add(1)
+	}
+	took := time.Now().UnixNano() - sent
+	for slowest := l.slowestNs.Load(); took > slowest && !l.slowestNs.CompareAndSwap(slowest, took); slowest = l.slowestNs.Load() {
 	}
 	return r, true
 }

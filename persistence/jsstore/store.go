@@ -16,6 +16,7 @@ package jsstore
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,6 +68,16 @@ const (
 	scanReadsInParallel = 64
 	// deletedHeader marks a tombstone.
 	deletedHeader = "Rtcd-Deleted"
+	// publishAttemptSeconds bounds one try of a batch publish, within
+	// requestTimeoutSeconds. A try sent to a server that then went away
+	// gets no answer at all (the cluster may or may not have stored the
+	// batch); it is resolved (batchLanded) and sent again, so the loss of
+	// one server costs a few seconds of writes, not the process.
+	publishAttemptSeconds = 2
+	// batchHeader carries, on a batch's first head message, a token unique
+	// to the batch (this store's and the batch's ids): a publish whose
+	// answer was lost is found in the stream by it.
+	batchHeader = "Rtcd-Batch"
 	// DefaultStream is the stream's name, and its subjects' root, unless
 	// configured.
 	DefaultStream = "RTCD"
@@ -122,6 +133,9 @@ type Store struct {
 	// journals whose append was refused.
 	heads  map[string]uint64
 	fenced map[string]bool
+
+	// instance tells this store's batch tokens from any other writer's.
+	instance string
 }
 
 type pendingWrite struct {
@@ -196,6 +210,7 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 		nc: nc, js: js, stream: stream, root: name, metrics: cfg.Metrics, fatal: fatal, oneByOne: cfg.publishOneByOne,
 		queue: make(chan commitItem, commitQueueCapacity), stopped: make(chan struct{}),
 		overlay: map[string]pendingWrite{}, heads: map[string]uint64{}, fenced: map[string]bool{},
+		instance: rand.Text(),
 	}
 	go s.commitLoop()
 	return s, nil
@@ -330,7 +345,7 @@ func (s *Store) claim(actor string) error {
 		var expected uint64
 		value := make([]byte, seqBytes) // no head yet: sequence 0
 		var m *jetstream.RawStreamMsg
-		err := retryNoResponders(ctx, func() (err error) {
+		err := retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
 			m, err = s.stream.GetLastMsgForSubject(ctx, subject)
 			return err
 		})
@@ -345,7 +360,7 @@ func (s *Store) claim(actor string) error {
 		msg.Data = value
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
 		var ack *jetstream.PubAck
-		err = retryNoResponders(ctx, func() (err error) {
+		err = retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
 			ack, err = s.js.PublishMsg(ctx, msg)
 			return err
 		})
@@ -360,6 +375,22 @@ func (s *Store) claim(actor string) error {
 		return nil
 	}
 	return fmt.Errorf("jsstore: claim journal %s: its head kept moving during %d attempts", actor, claimAttempts)
+}
+
+// batchLanded reads the last message of a batch's first head (from the
+// stream leader, which answers with what it applied) and reports whether
+// it is that batch's, found by its token, and its stream sequence: the
+// batch's first.
+func (s *Store) batchLanded(ctx context.Context, headSubject, token string) (uint64, bool, error) {
+	var m *jetstream.RawStreamMsg
+	err := retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
+		m, err = s.stream.GetLastMsgForSubject(ctx, headSubject)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return m.Sequence, m.Header.Get(batchHeader) == token, nil
 }
 
 func isWrongLastSequence(err error) bool {
@@ -411,16 +442,44 @@ func (s *Store) publish(it *commitItem) error {
 		}
 		return nil
 	}
-	var ack *jetstreamext.BatchAck
-	err := retryNoResponders(ctx, func() (err error) {
-		// A batch that found no stream leader was stored nowhere (its
-		// messages had no subscriber, or a server holds a batch with a
-		// gap that it never commits), so it is sent again whole, under
-		// a new batch id.
-		ack, err = jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
-		return err
-	})
-	if err != nil {
+	var token string
+	if len(it.heads) > 0 {
+		token = s.instance + "-" + strconv.FormatUint(it.id, 10)
+		msgs[0].Header.Set(batchHeader, token)
+	}
+	var first uint64 // the batch's first stream sequence
+	for sent := false; ; sent = true {
+		attempt, cancelAttempt := context.WithTimeout(ctx, publishAttemptSeconds*time.Second)
+		var ack *jetstreamext.BatchAck
+		err := retryNoResponders(attempt, false, func(attempt context.Context) (err error) {
+			// A batch that found no stream leader was stored nowhere (its
+			// messages had no subscriber, or a server holds a batch with a
+			// gap that it never commits), so it is sent again whole, under
+			// a new batch id.
+			ack, err = jetstreamext.PublishMsgBatch(attempt, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+			return err
+		})
+		cancelAttempt()
+		if err == nil {
+			first = ack.Sequence - uint64(len(msgs)) + 1
+			break
+		}
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if (unanswered || (sent && isWrongLastSequence(err))) && token != "" {
+			// An earlier try may have been stored with its answer lost;
+			// then this writer's own batch moved the head, not a rival.
+			seq, landed, lerr := s.batchLanded(ctx, msgs[0].Subject, token)
+			if lerr == nil && landed {
+				first = seq
+				break
+			}
+		}
+		if unanswered && ctx.Err() == nil {
+			// Not stored (a batch without heads holds only sets and
+			// deletes, which a second write repeats exactly): again.
+			slog.Warn("jsstore: a batch publish got no answer; sending it again", "messages", len(msgs), "error", err)
+			continue
+		}
 		if isWrongLastSequence(err) && len(actors) > 0 {
 			for _, a := range actors {
 				s.fenced[a] = true
@@ -429,8 +488,7 @@ func (s *Store) publish(it *commitItem) error {
 		}
 		return fmt.Errorf("jsstore: publish a batch of %d messages: %w", len(msgs), err)
 	}
-	// An atomic batch takes consecutive sequences, ending at the ack's.
-	first := ack.Sequence - uint64(len(msgs)) + 1
+	// An atomic batch takes consecutive sequences.
 	for i, h := range it.heads {
 		s.heads[h.actor] = first + uint64(i)
 	}
@@ -447,12 +505,23 @@ func (s *Store) publish(it *commitItem) error {
 // retryNoResponders runs op until it does not fail for want of a stream
 // leader (a stream just created, or electing a new leader after a server
 // was lost), or ctx ends. No responders means no server took the request,
-// so sending it again writes nothing twice.
-func retryNoResponders(ctx context.Context, op func() error) error {
+// so sending it again writes nothing twice. With unanswered, a try that
+// got no answer within publishAttemptSeconds (sent to a leader that went
+// away) is sent again too: only for requests that may be repeated (reads,
+// purges, a claim's conditional publish, which a repeat finds moved and
+// takes again).
+func retryNoResponders(ctx context.Context, unanswered bool, op func(context.Context) error) error {
 	wait := noLeaderRetryFirstMillis * time.Millisecond
 	for {
-		err := op()
-		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		try := ctx
+		cancel := func() {}
+		if unanswered {
+			try, cancel = context.WithTimeout(ctx, publishAttemptSeconds*time.Second)
+		}
+		err := op(try)
+		cancel()
+		lost := unanswered && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+		if !lost && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
 			return err
 		}
 		select {
@@ -491,7 +560,7 @@ func (s *Store) read(ctx context.Context, key []byte) ([]byte, error) {
 // when there is none): a tombstone's too.
 func (s *Store) readSeq(ctx context.Context, key []byte) ([]byte, uint64, error) {
 	var m *jetstream.RawStreamMsg
-	err := retryNoResponders(ctx, func() (err error) {
+	err := retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
 		m, err = s.stream.GetLastMsgForSubject(ctx, keySubject(s.root, key))
 		return err
 	})
@@ -575,7 +644,7 @@ func (s *Store) scanOnce(prefix, from []byte, limit int, last bool) (entries []s
 	defer cancel()
 	var cut uint64
 	var newest *jetstream.RawStreamMsg
-	err = retryNoResponders(ctx, func() (err error) {
+	err = retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
 		newest, err = s.stream.GetLastMsgForSubject(ctx, s.root+".>")
 		return err
 	})
@@ -588,7 +657,7 @@ func (s *Store) scanOnce(prefix, from []byte, limit int, last bool) (entries []s
 	}
 	consistent = true
 	var info *jetstream.StreamInfo
-	err = retryNoResponders(ctx, func() (err error) {
+	err = retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
 		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(scanFilter(s.root, prefix)))
 		return err
 	})
