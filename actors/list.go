@@ -57,6 +57,11 @@ func (e *Engine) listPage(prefix []byte, limit int, withCursor bool, fetch func(
 	if err == nil {
 		err = fetchErr
 	}
+	if errors.Is(err, persistence.ErrUnavailable) {
+		e := apierr.New(apierr.ServiceUnavailable, "the store did not answer the list read; retry")
+		e.RetryAfterSeconds = 1
+		return nil, e
+	}
 	if err != nil {
 		return nil, apierr.New(apierr.Internal, "could not read the list")
 	}

@@ -13,6 +13,11 @@ import (
 // refused batch is written. Stores with one writer never return it.
 var ErrFenced = errors.New("persistence: fenced: another writer owns this journal")
 
+// ErrUnavailable wraps a read that the store could not answer for now (a
+// replicated store with no reachable server or leader): a caller answers
+// 503, retryable, not 500.
+var ErrUnavailable = errors.New("persistence: the store is unavailable")
+
 // Storage is everything the actors persist through: batches of sets and
 // deletes committed all or nothing, point reads, prefix scans in key order,
 // and the durability barrier. Store (Pebble, one node) is its first

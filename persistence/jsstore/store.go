@@ -548,7 +548,18 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
 	defer cancel()
-	return s.read(ctx, key)
+	v, err := s.read(ctx, key)
+	return v, unavailable(err)
+}
+
+// unavailable marks a read's failure (other than a key not found) as the
+// store being unavailable: every such failure is a request to the cluster
+// that got no answer in time.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, persistence.ErrNotFound) || errors.Is(err, persistence.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
 }
 
 func (s *Store) read(ctx context.Context, key []byte) ([]byte, error) {
@@ -610,7 +621,7 @@ func (s *Store) ScanFrom(prefix, from []byte, limit int, fn func(key, value []by
 		var err error
 		entries, consistent, err = s.scanOnce(prefix, from, limit, attempt == scanAttempts)
 		if err != nil {
-			return err
+			return unavailable(err)
 		}
 		if consistent || attempt == scanAttempts {
 			break

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"rtcd/internal/natstest"
 	"rtcd/persistence"
 	"rtcd/persistence/storetest"
 )
@@ -125,5 +127,51 @@ func TestSubjectEncoding(t *testing.T) {
 	}
 	if got, want := scanFilter("R", []byte("ri/prj_1/")), "R.k.ri.prj_1.>"; got != want {
 		t.Fatalf("filter %q, want %q", got, want)
+	}
+}
+
+// TestReadsWithNoServerAreUnavailable: with every server of its cluster
+// down, a read fails with persistence.ErrUnavailable (callers answer 503,
+// retryable), and a key not found is still ErrNotFound once the cluster is
+// back. A cluster of its own: the shared one keeps serving the others.
+func TestReadsWithNoServerAreUnavailable(t *testing.T) {
+	c, err := natstest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	s, err := Open(Config{URL: c.URLs, Stream: "DOWN", Replicas: 3}, func(err error) { t.Logf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	b.Set([]byte("k/1"), []byte("v"))
+	if err := s.CommitAndWait(b); err != nil {
+		t.Fatal(err)
+	}
+	c.StopAll()
+	if _, err := s.Get([]byte("k/1")); !errors.Is(err, persistence.ErrUnavailable) {
+		t.Fatalf("get with no server: %v, want ErrUnavailable", err)
+	}
+	if err := s.Scan([]byte("k/"), 0, func(_, _ []byte) bool { return true }); !errors.Is(err, persistence.ErrUnavailable) {
+		t.Fatalf("scan with no server: %v, want ErrUnavailable", err)
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := s.Get([]byte("k/none"))
+		if errors.Is(err, persistence.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("get of a missing key once the cluster is back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, err := s.Get([]byte("k/1")); err != nil || string(v) != "v" {
+		t.Fatalf("get once the cluster is back: %q %v", v, err)
 	}
 }
