@@ -48,6 +48,9 @@ const (
 	// requestTimeoutSeconds bounds each request to the cluster (a batch
 	// publish, a read, a claim).
 	requestTimeoutSeconds = 10
+	// openTimeoutSeconds bounds Open's setup of the stream, tried again
+	// while a restarted cluster elects its leaders.
+	openTimeoutSeconds = 60
 	// tombstoneTTLSeconds is how long a deletion's tombstone stays: the
 	// stream keeps one message per subject, so the tombstone replaced the
 	// value at once; it expires so that deleted keys (one per webhook
@@ -183,9 +186,7 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 		nc.Close()
 		return nil, fmt.Errorf("jsstore: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
-	defer cancel()
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	streamConfig := jetstream.StreamConfig{
 		Name:     name,
 		Subjects: []string{name + ".>"},
 		Storage:  jetstream.FileStorage,
@@ -201,6 +202,16 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 		// it applied: a direct get may be answered by a follower that
 		// has not applied an acknowledged batch yet.
 		AllowDirect: false,
+	}
+	// A cluster that was restarted a moment ago may still elect its
+	// leaders: the stream's setup (idempotent) is tried again until
+	// openTimeoutSeconds rather than given up after one request.
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeoutSeconds*time.Second)
+	defer cancel()
+	var stream jetstream.Stream
+	err = retryNoResponders(ctx, true, func(ctx context.Context) (err error) {
+		stream, err = js.CreateOrUpdateStream(ctx, streamConfig)
+		return err
 	})
 	if err != nil {
 		nc.Close()

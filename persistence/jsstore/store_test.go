@@ -160,6 +160,17 @@ func TestReadsWithNoServerAreUnavailable(t *testing.T) {
 	if err := c.StartAll(); err != nil {
 		t.Fatal(err)
 	}
+	// Opened at once, while the restarted cluster may still elect the
+	// stream's leader: Open waits for it (rtcd started by a supervisor
+	// right after the cluster).
+	again, err := Open(Config{URL: c.URLs, Stream: "DOWN", Replicas: 3}, func(err error) { t.Logf("fatal: %v", err) })
+	if err != nil {
+		t.Fatalf("open as the cluster comes back: %v", err)
+	}
+	defer again.Close()
+	if v, err := again.Get([]byte("k/1")); err != nil || string(v) != "v" {
+		t.Fatalf("get through the store opened as the cluster came back: %q %v", v, err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := s.Get([]byte("k/none"))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -84,7 +85,7 @@ func freeAddr(t *testing.T) string {
 
 func startServer(t *testing.T) *server {
 	t.Helper()
-	s := &server{t: t, dataDir: t.TempDir(), api: freeAddr(t), metrics: freeAddr(t), media: freeAddr(t)}
+	s := &server{t: t, dataDir: t.TempDir()}
 	var out bytes.Buffer
 	init := exec.Command(rtcdBin, "init", "--data-dir", s.dataDir, "--log-level", "error")
 	init.Stdout = &out
@@ -98,32 +99,62 @@ func startServer(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	s.apiKey = boot.APIKey
-	s.launch()
+	// A free port picked here can be taken by another process before rtcd
+	// binds it (other suites run beside this one): the server then exits
+	// at once, and it is started again on other ports.
+	for attempt := 1; ; attempt++ {
+		s.api, s.metrics, s.media = freeAddr(t), freeAddr(t), freeAddr(t)
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errExitedAtStart) || attempt == startAttempts {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() { s.stop(syscall.SIGKILL) })
 	return s
 }
 
+// startAttempts bounds startServer's tries on fresh ports.
+const startAttempts = 3
+
+var errExitedAtStart = errors.New("rtcd serve exited while starting (a port taken meanwhile?)")
+
+// launch starts rtcd again on its ports (a restart).
 func (s *server) launch() {
 	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// start runs rtcd serve and waits until it serves.
+func (s *server) start() error {
 	s.cmd = exec.Command(rtcdBin, "serve", "--data-dir", s.dataDir, "--listen", s.api, "--metrics-listen", s.metrics,
 		"--media-listen", s.media, "--log-level", "error", "--webhook-allow-private")
 	s.cmd.Stderr = os.Stderr
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.exited = make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(waitSeconds * time.Second)
 	for {
+		select {
+		case <-s.exited:
+			return errExitedAtStart
+		default:
+		}
 		if res, err := http.Get("http://" + s.metrics + "/healthz"); err == nil {
 			res.Body.Close()
 			if c, err := net.Dial("tcp", s.media); err == nil {
 				c.Close()
-				return
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatal("rtcd serve did not start")
+			return errors.New("rtcd serve did not start")
 		}
 		time.Sleep(20 * time.Millisecond) // polling a starting process
 	}
