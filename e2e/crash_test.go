@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"rtcd/internal/testtools"
 	"rtcd/persistence"
 )
 
@@ -160,29 +160,9 @@ type binProc struct {
 }
 
 // binFreePort is a loopback address whose port, and the port after it,
-// were free a moment ago: an address given to a media listener
-// (rtcd media --listen, --media-listen) also binds that one for ICE over
-// TCP, and a neighbour held by another connection failed such starts.
-func binFreePort(t *testing.T) string {
-	t.Helper()
-	for range binFreePortTries {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port+1)))
-		_ = ln.Close()
-		if err == nil {
-			_ = next.Close()
-			return ln.Addr().String()
-		}
-	}
-	t.Fatalf("no free pair of loopback ports in %d tries", binFreePortTries)
-	return ""
-}
-
-// binFreePortTries bounds binFreePort's search.
-const binFreePortTries = 100
+// were free a moment ago (testtools.FreeMediaAddr: a media listener also
+// binds the next port).
+func binFreePort(t *testing.T) string { return testtools.FreeMediaAddr(t) }
 
 // binServe starts `rtcd serve` on dataDir and waits until it answers an
 // authenticated GET /v1/system/info. A port picked free may be taken by the

@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"rtcd/clock"
 	"rtcd/config"
+	"rtcd/internal/testtools"
 )
 
 // startAddrs are the loopback addresses one test start binds, fixed
@@ -22,35 +22,8 @@ import (
 type startAddrs struct{ api, private, media string }
 
 func newStartAddrs(t *testing.T) startAddrs {
-	return startAddrs{api: freeAddr(t), private: freeAddr(t), media: freeMediaAddr(t)}
+	return startAddrs{api: freeAddr(t), private: freeAddr(t), media: testtools.FreeMediaAddr(t)}
 }
-
-// freeMediaAddr is a loopback address for --media-listen whose port and
-// the port after it (the built-in node's ICE-over-TCP port, by default)
-// were both free a moment ago: a port picked alone can have its neighbour
-// held by another connection, and the start then fails to bind it.
-func freeMediaAddr(t *testing.T) string {
-	t.Helper()
-	for range freeMediaAddrTries {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		next, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1)))
-		if err == nil {
-			_ = next.Close()
-			_ = ln.Close()
-			return ln.Addr().String()
-		}
-		_ = ln.Close()
-	}
-	t.Fatalf("no free pair of loopback ports in %d tries", freeMediaAddrTries)
-	return ""
-}
-
-// freeMediaAddrTries bounds freeMediaAddr's search.
-const freeMediaAddrTries = 100
 
 // freeAddr is a loopback address whose port was free a moment ago.
 func freeAddr(t *testing.T) string {
