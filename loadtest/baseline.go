@@ -71,19 +71,19 @@ func startBaseline(inProcess bool) (*baselineServer, error) {
 		go func() { _ = b.srv.Serve(ln) }()
 		return b, nil
 	}
-	return startChild("-serve-baseline")
+	return startChild("-serve-baseline", "127.0.0.1:0")
 }
 
-// startChild runs this program again with flag (an internal -serve-…
-// flag) on an ephemeral loopback port, reads the address it prints, and
+// startChild runs this program again with args (an internal -serve-…
+// flag, and its loopback address), reads the address it prints, and
 // returns it as a baselineServer: the child serves until its stdin closes
 // (Stop), and its CPU time is read from /proc.
-func startChild(flag string) (*baselineServer, error) {
+func startChild(args ...string) (*baselineServer, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("baseline: %w (use -baseline-in-process)", err)
+		return nil, fmt.Errorf("child %s: %w (for a baseline, use -baseline-in-process)", args[0], err)
 	}
-	cmd := exec.Command(self, flag, "127.0.0.1:0")
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
@@ -95,7 +95,7 @@ func startChild(flag string) (*baselineServer, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
+		return nil, fmt.Errorf("child %s: %w", args[0], err)
 	}
 	b := &baselineServer{cmd: cmd, stdin: stdin}
 	line := make(chan string, 1)
@@ -110,7 +110,7 @@ func startChild(flag string) (*baselineServer, error) {
 	}
 	if b.Addr == "" {
 		b.Stop()
-		return nil, fmt.Errorf("baseline server did not start")
+		return nil, fmt.Errorf("child %s did not start", args[0])
 	}
 	return b, nil
 }

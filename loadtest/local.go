@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -174,10 +175,27 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// buildRtcd builds ./cmd/rtcd of the repository into dir.
+func buildRtcd(ctx context.Context, dir string, logw io.Writer) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "rtcd")
+	fmt.Fprintf(logw, "building rtcd (go build ./cmd/rtcd) ...\n")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rtcd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/rtcd: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
 // startLocal builds (unless bin is given) and starts rtcd on a fresh data
 // directory (with ownNode, and an `rtcd media` node beside it), then waits
-// until it answers.
-func startLocal(ctx context.Context, bin string, keep, ownNode bool, extraFlags []string, logw io.Writer) (*localServer, error) {
+// until it answers. storeFlags choose where the state lives (none: the
+// data directory's Pebble store), for `rtcd init` and `rtcd serve` alike.
+func startLocal(ctx context.Context, bin string, keep, ownNode bool, storeFlags, extraFlags []string, logw io.Writer) (*localServer, error) {
 	dir, err := os.MkdirTemp("", "rtcd-loadtest-*")
 	if err != nil {
 		return nil, err
@@ -188,22 +206,15 @@ func startLocal(ctx context.Context, bin string, keep, ownNode bool, extraFlags 
 		return nil, err
 	}
 	if bin == "" {
-		root, err := moduleRoot()
-		if err != nil {
+		if bin, err = buildRtcd(ctx, dir, logw); err != nil {
 			return fail(err)
-		}
-		bin = filepath.Join(dir, "rtcd")
-		fmt.Fprintf(logw, "building rtcd (go build ./cmd/rtcd) ...\n")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rtcd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fail(fmt.Errorf("go build ./cmd/rtcd: %v\n%s", err, out))
 		}
 	}
 	s.bin = bin
 	var stdout, stderr bytes.Buffer
-	initCmd := exec.CommandContext(ctx, bin, "init", "--data-dir", s.dataDir, "--log-level", "error",
-		"--bootstrap-credit", localBootstrapCredit)
+	initArgs := append([]string{"init", "--data-dir", s.dataDir, "--log-level", "error",
+		"--bootstrap-credit", localBootstrapCredit}, storeFlags...)
+	initCmd := exec.CommandContext(ctx, bin, initArgs...)
 	initCmd.Stdout, initCmd.Stderr = &stdout, &stderr
 	if err := initCmd.Run(); err != nil {
 		return fail(fmt.Errorf("rtcd init: %v\n%s", err, stderr.String()))
@@ -212,7 +223,7 @@ func startLocal(ctx context.Context, bin string, keep, ownNode bool, extraFlags 
 		return fail(fmt.Errorf("rtcd init printed %q: %v", stdout.String(), err))
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.launch(extraFlags)
+		err := s.launch(append(slices.Clip(storeFlags), extraFlags...))
 		if err == nil {
 			err = s.waitReady(ctx)
 		}

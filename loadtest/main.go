@@ -1,7 +1,8 @@
 // Command loadtest is rtcd's load test suite. It drives a running server
 // (-addr, -api-key, -metrics-addr) or a local one it starts on a temporary
 // data directory (-local), prepares rooms and participants, runs the named
-// scenarios (connect, join, create, mixed, hotspot, baseline) and reports
+// scenarios (connect, join, create, mixed, hotspot, baseline, media, wrk,
+// store) and reports
 // throughput, latency percentiles (HdrHistogram), error counts by code and
 // the server's own Prometheus figures, as text and as JSON (-json).
 // See loadtest/README.md.
@@ -40,6 +41,9 @@ const (
 
 // serveMediaBaselineAddr is the internal -serve-media-baseline flag.
 var serveMediaBaselineAddr string
+
+// serveNATSCluster is the internal -serve-nats flag (the store scenario).
+var serveNATSCluster bool
 
 // config is every flag.
 type config struct {
@@ -115,6 +119,7 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var keys, scenarios, hotspot, serverFlags, serveBaselineAddr string
+	fs.BoolVar(&serveNATSCluster, "serve-nats", false, "internal: run three clustered NATS servers with JetStream on loopback, print their URLs, until stdin closes")
 	fs.StringVar(&serveMediaBaselineAddr, "serve-media-baseline", "", "internal: serve the media baseline (a plain pion forwarder) on this address until stdin closes")
 	fs.StringVar(&c.Addr, "addr", "", "API origin of a running server (host:port or http(s)://host:port); not with -local")
 	fs.StringVar(&keys, "api-key", "", "secret API key (sk_live_…) holding rooms:write, participants:write, project:read (and webhooks:write for mixed); comma-separated keys of several projects for -projects")
@@ -136,7 +141,7 @@ func parseFlags(args []string, errOut io.Writer) (*config, string, error) {
 	fs.IntVar(&c.Projects, "projects", 1, "projects the rooms are spread over (more than one: -local, or one -api-key per project)")
 	fs.StringVar(&hotspot, "hotspot", "room", "hotspot scenario: comma-separated room, project, ip (one run each)")
 	fs.BoolVar(&c.WithBaseline, "with-baseline", false, "run the baseline first and state every scenario as a ratio to it")
-	fs.BoolVar(&c.BaselineInProcess, "baseline-in-process", false, "serve the baseline in this process instead of a child process")
+	fs.BoolVar(&c.BaselineInProcess, "baseline-in-process", false, "serve the baseline (and the store scenario's NATS servers) in this process instead of a child process")
 	fs.IntVar(&c.JoinPerRoom, "join-per-room", 10, "join: participants per room (at most 100, the media node's room cap)")
 	fs.DurationVar(&c.PingInterval, "ping-interval", 0, "join: ping interval (0: the node's heartbeat_interval_ms)")
 	fs.DurationVar(&c.JoinGCWait, "join-gc-wait", defaultJoinGCWait, "join: longest wait after the hold for a GC of the media node, so the live heap counts every held socket (0: no wait)")
@@ -183,6 +188,9 @@ func (c *config) validate() error {
 		if h != "room" && h != "project" && h != "ip" {
 			return fmt.Errorf("-hotspot %q: want room, project or ip", h)
 		}
+	}
+	if slices.Contains(c.Scenarios, "store") && (!c.Local || c.Addr != "") {
+		return fmt.Errorf("store starts rtcd on each store itself: it needs -local, not -addr")
 	}
 	if c.needsServer() {
 		if c.Local == (c.Addr != "") {
@@ -237,10 +245,11 @@ func (c *config) validate() error {
 	return nil
 }
 
-// needsServer: every scenario but baseline talks to rtcd.
+// needsServer: every scenario but baseline talks to rtcd; store starts
+// its own.
 func (c *config) needsServer() bool {
 	for _, s := range c.Scenarios {
-		if s != "baseline" {
+		if s != "baseline" && s != "store" {
 			return true
 		}
 	}
@@ -259,6 +268,13 @@ func main() {
 	if serveMediaBaselineAddr != "" {
 		if err := serveMediaBaseline(serveMediaBaselineAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest media baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if serveNATSCluster {
+		if err := serveNATS(); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest nats:", err)
 			os.Exit(1)
 		}
 		return
@@ -313,28 +329,11 @@ func openTarget(ctx context.Context, cfg *config, progress io.Writer) (*target, 
 	}
 	conns = min(conns, maxConcurrency)
 	if cfg.Local {
-		ls, err := startLocal(ctx, cfg.RtcdBin, cfg.Keep, cfg.MediaNode == mediaNodeOwn, cfg.ServerFlags, progress)
+		ls, err := startLocal(ctx, cfg.RtcdBin, cfg.Keep, cfg.MediaNode == mediaNodeOwn, nil, cfg.ServerFlags, progress)
 		if err != nil {
 			return nil, err
 		}
-		api, err := newAPIClient(ls.API, conns)
-		if err != nil {
-			ls.Stop()
-			return nil, err
-		}
-		t := &target{api: api, metricsURL: ls.Metrics, projects: []projectKey{{ProjectID: ls.creds.ProjectID, Key: ls.creds.APIKey}},
-			accountID: ls.creds.AccountID, ownerEmail: ls.creds.OwnerEmail, dataDir: ls.dataDir, local: ls,
-			mediaMetricsURL: ls.Metrics, mediaProcess: mediaProcessBuiltin}
-		fmt.Fprintf(progress, "local rtcd pid %d: api %s, metrics %s, data %s\n", ls.Pid(), ls.API, ls.Metrics, ls.dataDir)
-		if ls.ownNode {
-			t.mediaMetricsURL, t.mediaProcess = ls.MediaMetrics, mediaProcessOwn
-			fmt.Fprintf(progress, "local rtcd media pid %d: %s, metrics %s\n", ls.NodePid(), ls.MediaURL, ls.MediaMetrics)
-		}
-		if err := t.loadLimits(ctx); err != nil {
-			ls.Stop()
-			return nil, err
-		}
-		return t, nil
+		return localTarget(ctx, ls, conns, progress)
 	}
 	api, err := newAPIClient(cfg.Addr, conns)
 	if err != nil {
@@ -360,6 +359,29 @@ func openTarget(ctx context.Context, cfg *config, progress io.Writer) (*target, 
 		t.mediaMetricsURL, t.mediaProcess = origin, mediaProcessOwn
 	}
 	if err := t.loadLimits(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// localTarget is the target of a local server the tool started; it stops
+// the server if the target cannot be made.
+func localTarget(ctx context.Context, ls *localServer, conns int, progress io.Writer) (*target, error) {
+	api, err := newAPIClient(ls.API, conns)
+	if err != nil {
+		ls.Stop()
+		return nil, err
+	}
+	t := &target{api: api, metricsURL: ls.Metrics, projects: []projectKey{{ProjectID: ls.creds.ProjectID, Key: ls.creds.APIKey}},
+		accountID: ls.creds.AccountID, ownerEmail: ls.creds.OwnerEmail, dataDir: ls.dataDir, local: ls,
+		mediaMetricsURL: ls.Metrics, mediaProcess: mediaProcessBuiltin}
+	fmt.Fprintf(progress, "local rtcd pid %d: api %s, metrics %s, data %s\n", ls.Pid(), ls.API, ls.Metrics, ls.dataDir)
+	if ls.ownNode {
+		t.mediaMetricsURL, t.mediaProcess = ls.MediaMetrics, mediaProcessOwn
+		fmt.Fprintf(progress, "local rtcd media pid %d: %s, metrics %s\n", ls.NodePid(), ls.MediaURL, ls.MediaMetrics)
+	}
+	if err := t.loadLimits(ctx); err != nil {
+		ls.Stop()
 		return nil, err
 	}
 	return t, nil
@@ -418,12 +440,18 @@ func runWith(ctx context.Context, cfg *config, t *target, out, progress io.Write
 				runErr = ctx.Err()
 				break
 			}
-			r, err := runScenario(ctx, cfg, t, name, v, progress)
+			var r *scenarioReport
+			var err error
+			if name == "store" {
+				r, err = runStore(ctx, cfg, progress)
+			} else {
+				r, err = runScenario(ctx, cfg, t, name, v, progress)
+			}
 			if err != nil {
 				runErr = fmt.Errorf("%s: %w", name, err)
 				break
 			}
-			if rep.Baseline != nil && r.Scenario != "join" {
+			if rep.Baseline != nil && r.Scenario != "join" && r.Scenario != "store" {
 				r.Ratio = ratioOf(r.Load, rep.Baseline.Load)
 			}
 			rep.Runs = append(rep.Runs, r)

@@ -95,7 +95,7 @@ func (s *mbServer) close() {
 // (inProcess: the tests; its CPU is then not told apart).
 func startMediaBaseline(inProcess bool) (*baselineServer, error) {
 	if !inProcess {
-		return startChild("-serve-media-baseline")
+		return startChild("-serve-media-baseline", "127.0.0.1:0")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

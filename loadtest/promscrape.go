@@ -27,6 +27,7 @@ var (
 		"rtcd_http_requests_total",
 		"rtcd_connect_results_total",
 		"process_cpu_seconds_total",
+		pebbleWALBytes, // what the Pebble store wrote (the store scenario's bytes per op)
 	}
 	// gaugeFamilies are reported before, after and as a difference.
 	gaugeFamilies = []string{

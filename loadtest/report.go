@@ -106,6 +106,10 @@ func writeScenarioText(w io.Writer, r *scenarioReport, b *baselineResult) {
 	fmt.Fprintf(w, "\n=== %s: %s\n", name, r.Description)
 	fmt.Fprintf(w, "target    %s\n", r.Target)
 	fmt.Fprintf(w, "fixture   %d project(s), %d room(s), %d participant(s)\n", r.Projects, r.Rooms, r.Parts)
+	if r.Store != nil {
+		writeStoreText(w, r)
+		return
+	}
 	if r.Media != nil {
 		writeMediaText(w, r)
 		return

@@ -23,6 +23,7 @@ type scenarioReport struct {
 	Webhooks    *webhookFigures `json:"webhooks,omitempty"`
 	Media       *mediaFigures   `json:"media,omitempty"`
 	Wrk         *wrkFigures     `json:"wrk,omitempty"`
+	Store       *storeFigures   `json:"store,omitempty"`
 	// MediaBaseline is the same calls through a plain pion forwarder.
 	MediaBaseline *mediaFigures `json:"media_baseline,omitempty"`
 	Notes         []string      `json:"notes,omitempty"`

@@ -47,6 +47,7 @@ type worker struct {
 	rooms  []string // rooms this worker created (create, mixed)
 	room   string   // the room it adds participants to (create)
 	inRoom int
+	cycle  int // the store scenario's joins: which of its participants is next
 }
 
 // opFunc runs one request for slot (the request's sequence number) and

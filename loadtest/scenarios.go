@@ -57,11 +57,12 @@ const (
 	mediaProcessOwn     = "rtcd media (the node run on its own: the socket alone)"
 )
 
-var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk"}
+var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk", "store"}
 
 // heavyScenarios are left out of "all": they run only when named (wrk
-// needs Debian's wrk and takes 2 × -wrk-rounds × -duration).
-var heavyScenarios = []string{"media", "wrk"}
+// needs Debian's wrk and takes 2 × -wrk-rounds × -duration; store starts
+// two servers and a NATS cluster, and takes 4 × -duration).
+var heavyScenarios = []string{"media", "wrk", "store"}
 
 // synthIPs returns n distinct private addresses.
 func synthIPs(n int) []string {
