@@ -182,6 +182,11 @@ func TestAPIKeyLastUsedAtOnOlderDataDir(t *testing.T) {
 	s := rsOpenStore(t, e.dataDir)
 	project := "project/" + e.Boot.ProjectID
 	rsRequireSnapshotAndTail(t, s, project)
+	// The test rewrites the journal: it becomes its writer (a fenced store
+	// refuses a journal's writes from anyone who has not claimed it).
+	if err := s.ClaimJournal(project); err != nil {
+		t.Fatal(err)
+	}
 	b := s.NewBatch()
 	stripped := map[string]int{}
 	for family, prefix := range map[string][]byte{

@@ -27,6 +27,15 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	boot := binInit(t, bin, dataDir)
 	p := binServe(t, bin, dataDir, boot.APIKey, binGenerousLimits...)
 	private := cliHostPort(p.Metrics)
+	if onJetStream() {
+		// A server on JetStream refuses: its stream is backed up with
+		// NATS's own tools.
+		stdout, stderr, code := cliRun(t, bin, nil, "backup", "--to", filepath.Join(t.TempDir(), "rtcd-backup"), "--data-dir", dataDir, "--metrics-listen", private)
+		if code == 0 || stdout != "" || !strings.Contains(stderr, "--store=jetstream") || !strings.Contains(stderr, "nats stream backup") {
+			t.Fatalf("rtcd backup of a server on JetStream: exit %d, stdout %q, stderr %q; want a refusal naming nats stream backup", code, stdout, stderr)
+		}
+		return
+	}
 
 	type ack struct {
 		id         string

@@ -114,9 +114,15 @@ func binBuild(t *testing.T) string {
 	return b.path
 }
 
-// TestMain removes the shared binary after the tests.
+// TestMain checks E2E_STORE, and removes the shared binary and stops the
+// suite's NATS cluster (store_test.go) after the tests.
 func TestMain(m *testing.M) {
+	if err := checkE2EStore(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
+	stopJSSuite()
 	if builtBinary.dir != "" {
 		_ = os.RemoveAll(builtBinary.dir)
 	}
@@ -128,7 +134,8 @@ func TestMain(m *testing.M) {
 func binInit(t *testing.T, bin, dataDir string, flags ...string) bootstrap {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dataDir, "--log-level", "error"}, flags...)...)
+	args := append([]string{"init", "--data-dir", dataDir, "--log-level", "error"}, storeFlags(t, dataDir, flags)...)
+	cmd := exec.Command(bin, append(args, flags...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("rtcd init: %v\n%s", err, stderr.String())
@@ -190,7 +197,8 @@ func binLaunch(t *testing.T, bin, dataDir string, flags ...string) *binProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--media-listen", "127.0.0.1:0", "--log-level", "info"}, flags...)
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--media-listen", "127.0.0.1:0", "--log-level", "info"}, storeFlags(t, dataDir, flags)...)
+	args = append(args, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -568,7 +576,7 @@ func binTestInitTwice(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "init", "--data-dir", dir)
+	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dir}, storeFlags(t, dir, nil)...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	var exitErr *exec.ExitError

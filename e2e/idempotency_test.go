@@ -395,7 +395,28 @@ func TestIdempotencyEncryptedAtRest(t *testing.T) {
 	}
 	var files int
 	sawParticipantID := false
-	err := filepath.WalkDir(e.dataDir, func(path string, d fs.DirEntry, err error) error {
+	// On JetStream the state is in the NATS servers' store directories
+	// (every stream of the suite's cluster, this test's among them).
+	dirs := []string{e.dataDir}
+	if onJetStream() {
+		dirs = append(dirs, jsSuite.cluster.Dir())
+	}
+	for _, dir := range dirs {
+		if err := scanFilesFor(t, dir, secrets, p.Str("id"), &files, &sawParticipantID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The scan does see the data: the participant's id is stored in clear.
+	if files == 0 || !sawParticipantID {
+		t.Fatalf("scan of %d files did not find the participant id; the scan proves nothing", files)
+	}
+}
+
+// scanFilesFor reads every file under dir, counting them, reports any of
+// secrets found in clear, and notes whether clear (an id stored as is)
+// was seen.
+func scanFilesFor(t *testing.T, dir string, secrets map[string][]byte, clear string, files *int, sawClear *bool) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -403,24 +424,17 @@ func TestIdempotencyEncryptedAtRest(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		files++
+		*files++
 		for what, s := range secrets {
 			if bytes.Contains(data, s) {
 				t.Errorf("%s found in clear in %s", what, path)
 			}
 		}
-		if bytes.Contains(data, []byte(p.Str("id"))) {
-			sawParticipantID = true
+		if bytes.Contains(data, []byte(clear)) {
+			*sawClear = true
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The scan does see the data: the participant's id is stored in clear.
-	if files == 0 || !sawParticipantID {
-		t.Fatalf("scan of %d files did not find the participant id; the scan proves nothing", files)
-	}
 }
 
 func TestIdempotencyKeyHeaderBounds(t *testing.T) {

@@ -65,8 +65,11 @@ func (e *env) rsWaitGauge(name string, want float64) {
 }
 
 // rsOpenStore opens the Pebble store of a stopped server.
-func rsOpenStore(t *testing.T, dataDir string) *persistence.Store {
+func rsOpenStore(t *testing.T, dataDir string) persistence.Storage {
 	t.Helper()
+	if onJetStream() {
+		return openSuiteStore(t, dataDir)
+	}
 	s, err := persistence.Open(filepath.Join(dataDir, "pebble"), persistence.Metrics{}, func(err error) {
 		t.Errorf("fatal storage error: %v", err)
 	})
@@ -78,7 +81,7 @@ func rsOpenStore(t *testing.T, dataDir string) *persistence.Store {
 
 // rsJournalShape returns the sequence number of actorID's snapshot and the
 // sequence numbers of its journal entries after it.
-func rsJournalShape(t *testing.T, s *persistence.Store, actorID string) (snapSeq uint64, tail []uint64) {
+func rsJournalShape(t *testing.T, s persistence.Storage, actorID string) (snapSeq uint64, tail []uint64) {
 	t.Helper()
 	snap, err := s.Get(persistence.SnapshotKey(actorID))
 	if err != nil {
@@ -100,7 +103,7 @@ func rsJournalShape(t *testing.T, s *persistence.Store, actorID string) (snapSeq
 
 // rsRequireSnapshotAndTail asserts that recovering actorID reads a snapshot
 // written after at least one event and replays a journal tail.
-func rsRequireSnapshotAndTail(t *testing.T, s *persistence.Store, actorID string) {
+func rsRequireSnapshotAndTail(t *testing.T, s persistence.Storage, actorID string) {
 	t.Helper()
 	snapSeq, tail := rsJournalShape(t, s, actorID)
 	if snapSeq == 0 || len(tail) == 0 {
@@ -436,8 +439,9 @@ func TestRestartReportsCorruptJournals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := config.Parse("test", []string{"--data-dir", e.dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "error", restartSnapshotEvery}, func(string) string { return "" })
+	args := []string{"--data-dir", e.dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--log-level", "error", restartSnapshotEvery}
+	cfg, err := config.Parse("test", append(args, storeFlags(t, e.dataDir, nil)...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,7 @@ type scSession struct {
 }
 
 func TestSettlementCrash(t *testing.T) {
+	skipOnJetStream(t, "it copies a frozen server's Pebble directory to start a second server on the copy")
 	if testing.Short() {
 		t.Skip("builds and runs the rtcd binary")
 	}

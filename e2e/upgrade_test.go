@@ -159,6 +159,7 @@ func copyTree(t *testing.T, src, dst string, keep func(rel string) bool) {
 // fixture in testdata/upgrade and checks that each record it holds reads
 // back as it was written, and that the recovered server takes new writes.
 func TestUpgradeRecoversOlderDataDirs(t *testing.T) {
+	skipOnJetStream(t, "the fixtures are Pebble data directories of older versions")
 	fixtures, _ := filepath.Glob(filepath.Join("testdata", "upgrade", "*", "manifest.json"))
 	if len(fixtures) == 0 {
 		t.Fatal("no fixture in testdata/upgrade")

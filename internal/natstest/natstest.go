@@ -267,6 +267,10 @@ func (c *Cluster) ServerIndex(name string) int {
 	return -1
 }
 
+// Dir is the directory holding the servers' store directories (n1, n2,
+// n3): what a test reads to see what JetStream keeps on disk.
+func (c *Cluster) Dir() string { return c.dir }
+
 // Shutdown stops the servers and removes their directory.
 func (c *Cluster) Shutdown() {
 	c.StopAll()
