@@ -124,7 +124,7 @@ func (c *Cluster) launch(i int) error {
 }
 
 // waitReady waits until every running server takes connections and
-// JetStream has a meta leader.
+// JetStream has a meta leader that sees them all online.
 func (c *Cluster) waitReady() error {
 	running := c.running()
 	for _, s := range running {
@@ -132,16 +132,19 @@ func (c *Cluster) waitReady() error {
 			return fmt.Errorf("nats server %s not ready in %d s", s.Name(), clusterStartSeconds)
 		}
 	}
-	// JetStream serves once the servers have elected a meta leader.
+	// JetStream serves once the servers have elected a meta leader, and
+	// places an R3 stream once that leader knows every server online (a
+	// stream created before then is refused: "no suitable peers for
+	// placement").
 	deadline := time.Now().Add(clusterStartSeconds * time.Second)
 	for {
 		for _, s := range running {
-			if s.JetStreamIsLeader() {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) >= len(running) {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no JetStream meta leader in %d s", clusterStartSeconds)
+			return fmt.Errorf("no JetStream meta leader knowing the %d servers online in %d s", len(running), clusterStartSeconds)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -404,6 +404,17 @@ func (s *Store) batchLanded(ctx context.Context, headSubject, token string) (uin
 	return m.Sequence, m.Header.Get(batchHeader) == token, nil
 }
 
+// isIncompleteBatch reports the stream leader's refusal of an atomic
+// batch it did not receive whole: some of its messages reached a server
+// that was not (or no longer) the leader, as happens while a new stream
+// elects its first leader or a leader changes. The leader abandons such a
+// batch and stores none of it, so it is sent again whole, under a new
+// batch id, like a batch that found no leader.
+func isIncompleteBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishIncomplete
+}
+
 func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -465,8 +476,9 @@ func (s *Store) publish(it *commitItem) error {
 		err := retryNoResponders(attempt, false, func(attempt context.Context) (err error) {
 			// A batch that found no stream leader was stored nowhere (its
 			// messages had no subscriber, or a server holds a batch with a
-			// gap that it never commits), so it is sent again whole, under
-			// a new batch id.
+			// gap that it never commits), and neither was one the leader
+			// got only part of (isIncompleteBatch), so it is sent again
+			// whole, under a new batch id.
 			ack, err = jetstreamext.PublishMsgBatch(attempt, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
 			return err
 		})
@@ -515,7 +527,8 @@ func (s *Store) publish(it *commitItem) error {
 
 // retryNoResponders runs op until it does not fail for want of a stream
 // leader (a stream just created, or electing a new leader after a server
-// was lost), or ctx ends. No responders means no server took the request,
+// was lost; or a batch the leader got only part of, isIncompleteBatch),
+// or ctx ends. No responders means no server took the request,
 // so sending it again writes nothing twice. With unanswered, a try that
 // got no answer within publishAttemptSeconds (sent to a leader that went
 // away) is sent again too: only for requests that may be repeated (reads,
@@ -532,7 +545,7 @@ func retryNoResponders(ctx context.Context, unanswered bool, op func(context.Con
 		err := op(try)
 		cancel()
 		lost := unanswered && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
-		if !lost && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if !lost && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !isIncompleteBatch(err) {
 			return err
 		}
 		select {

@@ -2,10 +2,16 @@ package jsstore
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"rtcd/internal/natstest"
 	"rtcd/persistence"
@@ -184,5 +190,53 @@ func TestReadsWithNoServerAreUnavailable(t *testing.T) {
 	}
 	if v, err := s.Get([]byte("k/1")); err != nil || string(v) != "v" {
 		t.Fatalf("get once the cluster is back: %q %v", v, err)
+	}
+}
+
+// TestIncompleteBatchIsSentAgain: the live server's answer to a batch it
+// got only part of (its first message lost, as on a leader change) is
+// what publish sends again whole; and a store's batch goes through after
+// it.
+func TestIncompleteBatchIsSentAgain(t *testing.T) {
+	s, err := openSpec(newSpec(t), func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A first batch waits for the new stream's leader.
+	first := s.NewBatch()
+	first.Set([]byte("first"), []byte("v"))
+	if err := s.CommitAndWait(first); err != nil {
+		t.Fatal(err)
+	}
+	// The second message of a batch whose first never arrived, committing.
+	m := nats.NewMsg(keySubject(s.root, []byte("lost/1")))
+	m.Header.Set(jetstreamext.BatchIDHeader, "rtcd-test-incomplete")
+	m.Header.Set(jetstreamext.BatchSeqHeader, "2")
+	m.Header.Set(jetstreamext.BatchCommitHeader, "1")
+	var resp *nats.Msg
+	err = retryNoResponders(t.Context(), false, func(context.Context) (err error) {
+		resp, err = s.nc.RequestMsg(m, 5*time.Second)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ack struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil || ack.Error == nil {
+		t.Fatalf("answer %s: %v", resp.Data, err)
+	}
+	if !isIncompleteBatch(ack.Error) {
+		t.Fatalf("the server answered %v; isIncompleteBatch does not recognise it", ack.Error)
+	}
+	if _, err := s.Get([]byte("lost/1")); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the incomplete batch's message was stored: %v", err)
+	}
+	b := s.NewBatch()
+	b.Set([]byte("lost/1"), []byte("v"))
+	if err := s.CommitAndWait(b); err != nil {
+		t.Fatal(err)
 	}
 }
