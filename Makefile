@@ -54,11 +54,22 @@ build:
 # (docs/sdks.md), tested against the real server like the service itself.
 SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 
+# MANY_PROCESS_PKGS start many processes each (the rtcd binary, NATS
+# clusters, Chromium, child servers): they run one package at a time
+# (-p 1), after the others, so that no two of them share the machine's
+# cores and time out each other's waits. Their rtcd binaries are built
+# without the race detector; the tests themselves run with it.
+MANY_PROCESS_PKGS = rtcd/e2e rtcd/loadtest rtcd/persistence/jsstore
+
 ## test: gofmt check, go vet, the web build check, then every test with the race detector
-## (the service, its browser tests in Chromium, and each SDK module), then the Node SDK's
+## (the service, its browser tests in Chromium, the end-to-end suite again on a NATS
+## JetStream cluster, and each SDK module), then the Node SDK's
 test: fmt vet web-check
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(filter-out $(MANY_PROCESS_PKGS),$(shell $(GO) list ./...))
+	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(MANY_PROCESS_PKGS)
+	@echo "--- e2e on JetStream (E2E_STORE=jetstream: three NATS servers, docs/cluster.md)"
+	E2E_STORE=jetstream $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./e2e
+	@set -e; for m in $(SDK_MODULES); do echo "--- $$m"; (cd $$m && $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...); done
 	@$(MAKE) --no-print-directory sdk-web-test
 	@$(MAKE) --no-print-directory sdk-node-test
 
