@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -378,7 +379,11 @@ func TestKill9UnderConnectAndJoinLoad(t *testing.T) {
 		// even workers hold theirs (at most 24 of the quota's 32).
 		for reserving := time.Now(); load.reserved.Load() < rcReservedAtKill; {
 			if time.Since(reserving) > 30*time.Second {
-				t.Fatalf("cycle %d: only %d reservations in 30 s", cycle, load.reserved.Load())
+				load.mu.Lock()
+				live := append(slices.Clone(all), load.connects...)
+				load.mu.Unlock()
+				t.Fatalf("cycle %d: only %d reservations in 30 s; %s\n%s", cycle, load.reserved.Load(),
+					rcSlotHolders(t, p, boot.APIKey, c, live), p.logTail())
 			}
 			time.Sleep(10 * time.Millisecond) // load duration, not a wait for server logic
 		}
@@ -406,6 +411,7 @@ func TestKill9UnderConnectAndJoinLoad(t *testing.T) {
 		perRoom := make(map[string]int) // slots held in the room: joins and newcomers' reservations
 		total, admitted, full := 0, 0, 0
 		var held []*websocket.Conn
+		var newcomers []string // "<room>/participants/<id>" of the newcomers that connected
 		filled := make(map[string]bool)
 		for _, a := range load.connects {
 			if a.joined {
@@ -423,6 +429,7 @@ func TestKill9UnderConnectAndJoinLoad(t *testing.T) {
 					case err == nil && r.status == 200:
 						perRoom[a.room]++
 						total++
+						newcomers = append(newcomers, a.room+"/participants/"+nc.str("id"))
 					case err == nil && r.status == 409 && total >= rcProjectQuota:
 					default:
 						t.Fatalf("newcomer's connect with capacity left: %v %d %s", err, r.status, r.raw)
@@ -467,6 +474,13 @@ func TestKill9UnderConnectAndJoinLoad(t *testing.T) {
 		for _, conn := range held {
 			_ = conn.WriteJSON(map[string]any{"type": "leave"})
 			_ = conn.Close()
+		}
+		// The newcomers never join: their reservations would hold project
+		// slots until their media tokens expire (60 s), into the next
+		// cycle's load, whose reservations need every free slot. Removing
+		// them frees their slots now.
+		for _, path := range newcomers {
+			binMust(t, c, p, "DELETE", "/v1/rooms/"+path, boot.APIKey, nil, 200)
 		}
 		t.Logf("cycle %d: killed after %v with %d connects acknowledged, %d joins, refusals %v, %d joined on disk; after the restart %d lost reservations joined again, %d refused as full",
 			cycle, time.Since(began).Round(time.Millisecond), len(load.connects), load.joins.Load(), load.refused, joinedAtKill, admitted, full)
@@ -566,6 +580,21 @@ func rcRooms(connects []*rcConnect) []string {
 
 // rcCheckCapsLive checks the caps over the API: the joined participants of
 // the load's rooms hold within every cap.
+// rcSlotHolders says who holds the project's slots: the participants of
+// rooms, by status, and the rooms with a participant joined or connected.
+func rcSlotHolders(t *testing.T, p *binProc, key string, c *http.Client, connects []*rcConnect) string {
+	t.Helper()
+	byStatus := map[string]int{}
+	holders := map[string][]string{}
+	for id, r := range rcLiveParticipants(t, p, key, c, rcRooms(connects)) {
+		byStatus[r.Status]++
+		if r.Status == "joined" || r.Status == "connected" {
+			holders[r.RoomID] = append(holders[r.RoomID], id+" "+r.Status)
+		}
+	}
+	return fmt.Sprintf("participants by status %v; holding slots, by room: %v", byStatus, holders)
+}
+
 func rcCheckCapsLive(t *testing.T, p *binProc, key string, c *http.Client, connects []*rcConnect) error {
 	t.Helper()
 	records := rcLiveParticipants(t, p, key, c, rcRooms(connects))
