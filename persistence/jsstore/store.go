@@ -22,9 +22,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +44,9 @@ const (
 	// head per journal it appends to. A bigger batch is refused whole
 	// (ErrBatchTooLarge), never split: split, it would not be atomic.
 	MaxBatchMessages = 1000
+	// maxGroupBatches bounds the batches one group commit publishes
+	// together (MaxBatchMessages bounds their messages).
+	maxGroupBatches = 256
 	// commitQueueCapacity bounds the batches committed and not yet
 	// published (Pebble's syncQueueCapacity); when full, Commit blocks.
 	commitQueueCapacity = 16384
@@ -119,7 +124,10 @@ type Store struct {
 	stream  jetstream.Stream
 	root    string
 	metrics persistence.Metrics
-	fatal   func(error)
+	// published counts the atomic batches sent (one per group commit);
+	// the tests read it.
+	published atomic.Int64
+	fatal     func(error)
 	// oneByOne: see Config.publishOneByOne.
 	oneByOne bool
 
@@ -299,9 +307,25 @@ func (s *Store) ClaimJournal(actorID string) error {
 	return <-result
 }
 
+// commitLoop publishes the queue in order. Batches waiting together are
+// published as one atomic batch (group commit, as Pebble's syncer covers
+// several batches with one fsync): one round trip to the cluster and one
+// replication for all of them, where one at a time each waited for its
+// own. A claim or a barrier ends a group, so each still sees every batch
+// queued before it acknowledged.
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
-	for it := range s.queue {
+	var next *commitItem // taken from the queue while gathering a group; handled next
+	for {
+		var it commitItem
+		if next != nil {
+			it, next = *next, nil
+		} else {
+			var ok bool
+			if it, ok = <-s.queue; !ok {
+				return
+			}
+		}
 		switch {
 		case it.claim != "":
 			it.result <- s.claim(it.claim)
@@ -310,23 +334,98 @@ func (s *Store) commitLoop() {
 				it.done()
 			}
 		default:
-			err := s.publish(&it)
-			s.settle(it)
-			if s.metrics.SyncSeconds != nil && err == nil {
-				s.metrics.SyncSeconds.Observe(time.Since(it.committedAt).Seconds())
-			}
-			switch {
-			case it.result != nil:
-				it.result <- err
-			case err != nil:
-				s.fatal(err)
-				continue
-			}
-			if err == nil && it.done != nil {
-				it.done()
-			}
+			var group []commitItem
+			group, next = s.gather(it)
+			s.commitGroup(group)
 		}
 	}
+}
+
+// gather takes the batches queued behind first, without waiting, while
+// the group stays within MaxBatchMessages (counting every batch's
+// messages, a bound above the merged count) and maxGroupBatches. It
+// returns the group and the item that ended it, if any.
+func (s *Store) gather(first commitItem) ([]commitItem, *commitItem) {
+	group := []commitItem{first}
+	messages := first.messages()
+	for len(group) < maxGroupBatches {
+		select {
+		case it, ok := <-s.queue:
+			if !ok {
+				return group, nil
+			}
+			if it.batch == nil || it.claim != "" || messages+it.messages() > MaxBatchMessages {
+				return group, &it
+			}
+			messages += it.messages()
+			group = append(group, it)
+		default:
+			return group, nil
+		}
+	}
+	return group, nil
+}
+
+// messages is how many messages the batch publishes on its own.
+func (it *commitItem) messages() int { return len(it.batch.ops) + len(it.heads) }
+
+// commitGroup publishes a group as one atomic batch, then answers each of
+// its batches in order. All or none of them are stored, so a refusal
+// (fencing: the process is stopping) fails every batch of the group.
+func (s *Store) commitGroup(group []commitItem) {
+	merged := group[0]
+	if len(group) > 1 {
+		merged = mergeGroup(group)
+	}
+	err := s.publish(&merged)
+	fatal := false
+	for _, it := range group {
+		s.settle(it)
+		if s.metrics.SyncSeconds != nil && err == nil {
+			s.metrics.SyncSeconds.Observe(time.Since(it.committedAt).Seconds())
+		}
+		switch {
+		case it.result != nil:
+			it.result <- err
+		case err != nil:
+			if !fatal { // once: the handler stops the process
+				fatal = true
+				s.fatal(err)
+			}
+		case it.done != nil:
+			it.done()
+		}
+	}
+}
+
+// mergeGroup is the group as one batch: every write in queue order (a key
+// written again keeps its last write), one head per journal with its last
+// sequence after the group (conditional on the head as it was before the
+// group: a journal the group creates expects none), and every truncation.
+// It carries the first batch's id, so its Rtcd-Batch token is unique.
+func mergeGroup(group []commitItem) commitItem {
+	w := newBatchWriter()
+	heads := map[string]journalHead{}
+	for _, it := range group {
+		for _, o := range it.batch.ops {
+			_ = w.put(o)
+		}
+		w.truncations = append(w.truncations, it.batch.truncations...)
+		for _, h := range it.heads {
+			if had, ok := heads[h.actor]; ok {
+				h.genesis = had.genesis
+				h.seq = max(h.seq, had.seq)
+			}
+			heads[h.actor] = h
+		}
+	}
+	w.closed = true
+	out := commitItem{batch: w, id: group[0].id, committedAt: group[0].committedAt}
+	for _, h := range heads {
+		out.heads = append(out.heads, h)
+	}
+	sort.Slice(out.heads, func(i, j int) bool { return out.heads[i].actor < out.heads[j].actor })
+	return out
 }
 
 // settle drops the batch's writes from the overlay: published, the
@@ -424,6 +523,7 @@ func isWrongLastSequence(err error) bool {
 // publish writes one batch: first the head of each journal it appends to,
 // each conditional on the head this writer last saw, then its records.
 func (s *Store) publish(it *commitItem) error {
+	s.published.Add(1)
 	w := it.batch
 	var actors []string
 	msgs := make([]*nats.Msg, 0, len(it.heads)+len(w.ops))

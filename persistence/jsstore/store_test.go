@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,5 +240,77 @@ func TestIncompleteBatchIsSentAgain(t *testing.T) {
 	b.Set([]byte("lost/1"), []byte("v"))
 	if err := s.CommitAndWait(b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGroupCommit: batches committed together are published as fewer
+// atomic batches, each answered in order; several appends to one journal
+// in a group leave its head where the next append expects it, and a rival
+// claim still fences the writer after a group.
+func TestGroupCommit(t *testing.T) {
+	spec := newSpec(t)
+	s, err := openSpec(spec, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	journals := []string{"room/g1", "room/g2", "room/g3"}
+	for _, j := range journals {
+		if err := s.ClaimJournal(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const batches = 300
+	before := s.published.Load()
+	var order []int
+	var mu sync.Mutex
+	for i := range batches {
+		b := s.NewBatch()
+		b.Set([]byte(fmt.Sprintf("group/%04d", i)), []byte("v"))
+		b.Set(persistence.JournalKey(journals[i%len(journals)], uint64(i/len(journals)+1)), []byte("e"))
+		s.Commit(b, func() { mu.Lock(); order = append(order, i); mu.Unlock() })
+	}
+	durable := make(chan struct{})
+	s.AfterDurable(func() { close(durable) })
+	<-durable
+	published := s.published.Load() - before
+	if len(order) != batches || !slices.IsSorted(order) {
+		t.Fatalf("%d of %d batches answered, in order: %v", len(order), batches, slices.IsSorted(order))
+	}
+	if published >= batches {
+		t.Fatalf("%d batches took %d publishes: none was grouped", batches, published)
+	}
+	t.Logf("%d batches in %d atomic publishes", batches, published)
+	n := 0
+	if err := s.Scan([]byte("group/"), 0, func(_, _ []byte) bool { n++; return true }); err != nil || n != batches {
+		t.Fatalf("%d of %d keys read back: %v", n, batches, err)
+	}
+
+	// The heads are where the next append of each journal expects them.
+	for _, j := range journals {
+		b := s.NewBatch()
+		b.Set(persistence.JournalKey(j, uint64(batches/len(journals)+1)), []byte("e"))
+		if err := s.CommitAndWait(b); err != nil {
+			t.Fatalf("append to %s after the group: %v", j, err)
+		}
+	}
+	// A rival takes one journal: the writer's next group, holding appends
+	// to it and to another journal, is refused whole.
+	rival, err := openSpec(spec, func(err error) { t.Errorf("rival fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Close()
+	if err := rival.ClaimJournal(journals[0]); err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.Set(persistence.JournalKey(journals[0], uint64(batches/len(journals)+2)), []byte("e"))
+	b.Set(persistence.JournalKey(journals[1], uint64(batches/len(journals)+2)), []byte("e"))
+	if err := s.CommitAndWait(b); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("an append to a journal a rival claimed: %v, want ErrFenced", err)
+	}
+	if _, err := s.Get(persistence.JournalKey(journals[1], uint64(batches/len(journals)+2))); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the refused batch's other journal was written: %v", err)
 	}
 }
