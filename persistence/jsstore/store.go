@@ -144,6 +144,10 @@ type Store struct {
 	// journals whose append was refused.
 	heads  map[string]uint64
 	fenced map[string]bool
+	// created holds the journals this writer created (it published their
+	// genesis head, which expects no head at all) and has not claimed
+	// since: claiming one needs no round trip (see claim).
+	created map[string]bool
 
 	// instance tells this store's batch tokens from any other writer's.
 	instance string
@@ -228,7 +232,7 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 	s := &Store{
 		nc: nc, js: js, stream: stream, root: name, metrics: cfg.Metrics, fatal: fatal, oneByOne: cfg.publishOneByOne,
 		queue: make(chan commitItem, commitQueueCapacity), stopped: make(chan struct{}),
-		overlay: map[string]pendingWrite{}, heads: map[string]uint64{}, fenced: map[string]bool{},
+		overlay: map[string]pendingWrite{}, heads: map[string]uint64{}, fenced: map[string]bool{}, created: map[string]bool{},
 		instance: rand.Text(),
 	}
 	go s.commitLoop()
@@ -312,7 +316,8 @@ func (s *Store) ClaimJournal(actorID string) error {
 // several batches with one fsync): one round trip to the cluster and one
 // replication for all of them, where one at a time each waited for its
 // own. A claim or a barrier ends a group, so each still sees every batch
-// queued before it acknowledged.
+// queued before it acknowledged; a claim of a journal this writer created
+// needs no round trip and is answered at once (claimCreated).
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
 	var next *commitItem // taken from the queue while gathering a group; handled next
@@ -345,20 +350,45 @@ func (s *Store) commitLoop() {
 // the group stays within MaxBatchMessages (counting every batch's
 // messages, a bound above the merged count) and maxGroupBatches. It
 // returns the group and the item that ended it, if any.
+//
+// A claim of a journal this writer created needs no round trip
+// (claimCreated): answered at once when the creating batch is published,
+// and, when that batch is in the group, taken into the group and answered
+// after it; so a new actor recovering does not end the group.
 func (s *Store) gather(first commitItem) ([]commitItem, *commitItem) {
 	group := []commitItem{first}
 	messages := first.messages()
-	for len(group) < maxGroupBatches {
+	creates := map[string]bool{} // journals the group's batches create
+	noteCreates := func(it commitItem) {
+		for _, h := range it.heads {
+			if h.genesis {
+				creates[h.actor] = true
+			}
+		}
+	}
+	noteCreates(first)
+	for batches := 1; batches < maxGroupBatches; {
 		select {
 		case it, ok := <-s.queue:
 			if !ok {
 				return group, nil
 			}
-			if it.batch == nil || it.claim != "" || messages+it.messages() > MaxBatchMessages {
+			switch {
+			case it.claim != "" && creates[it.claim]:
+				group = append(group, it)
+				continue
+			case it.claim != "" && s.claimCreated(it.claim):
+				// Only this actor appends to its journal, and the batch that
+				// created it is published: nothing in the group is its.
+				it.result <- nil
+				continue
+			case it.batch == nil || it.claim != "" || messages+it.messages() > MaxBatchMessages:
 				return group, &it
 			}
 			messages += it.messages()
+			noteCreates(it)
 			group = append(group, it)
+			batches++
 		default:
 			return group, nil
 		}
@@ -372,6 +402,10 @@ func (it *commitItem) messages() int { return len(it.batch.ops) + len(it.heads) 
 // commitGroup publishes a group as one atomic batch, then answers each of
 // its batches in order. All or none of them are stored, so a refusal
 // (fencing: the process is stopping) fails every batch of the group.
+//
+// A claim in the group (of a journal a batch of the group creates) is
+// answered in its place: once the group is published, the journal is
+// this writer's (claim); if it was not, with the group's error.
 func (s *Store) commitGroup(group []commitItem) {
 	merged := group[0]
 	if len(group) > 1 {
@@ -380,6 +414,14 @@ func (s *Store) commitGroup(group []commitItem) {
 	err := s.publish(&merged)
 	fatal := false
 	for _, it := range group {
+		if it.claim != "" {
+			if err != nil {
+				it.result <- err
+			} else {
+				it.result <- s.claim(it.claim)
+			}
+			continue
+		}
 		s.settle(it)
 		if s.metrics.SyncSeconds != nil && err == nil {
 			s.metrics.SyncSeconds.Observe(time.Since(it.committedAt).Seconds())
@@ -407,6 +449,9 @@ func mergeGroup(group []commitItem) commitItem {
 	w := newBatchWriter()
 	heads := map[string]journalHead{}
 	for _, it := range group {
+		if it.batch == nil { // a claim taken into the group
+			continue
+		}
 		for _, o := range it.batch.ops {
 			_ = w.put(o)
 		}
@@ -447,7 +492,18 @@ func (s *Store) settle(it commitItem) {
 // appends to the journal while this writer recovers and serves it. A
 // head that moved between the read and the write (the previous writer
 // appended) is read again, at most claimAttempts times.
+//
+// A journal this writer created and has not claimed since is its own
+// already: its genesis head expected no head at all, so no writer had the
+// journal before, and one that claimed it since moved the head this
+// writer's next append expects, which is then refused as if this claim
+// had come first. Its first claim therefore takes no round trip (a new
+// actor recovering from the batch that created it, as every room does);
+// any later claim (the actor restarted) takes the journal as above.
 func (s *Store) claim(actor string) error {
+	if s.claimCreated(actor) {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeoutSeconds*time.Second)
 	defer cancel()
 	subject := headSubject(s.root, actor)
@@ -485,6 +541,16 @@ func (s *Store) claim(actor string) error {
 		return nil
 	}
 	return fmt.Errorf("jsstore: claim journal %s: its head kept moving during %d attempts", actor, claimAttempts)
+}
+
+// claimCreated reports whether actor's journal is one this writer
+// created and has not claimed since, and takes it as claimed.
+func (s *Store) claimCreated(actor string) bool {
+	if !s.created[actor] || s.fenced[actor] {
+		return false
+	}
+	delete(s.created, actor)
+	return true
 }
 
 // batchLanded reads the last message of a batch's first head (from the
@@ -614,6 +680,9 @@ func (s *Store) publish(it *commitItem) error {
 	// An atomic batch takes consecutive sequences.
 	for i, h := range it.heads {
 		s.heads[h.actor] = first + uint64(i)
+		if h.genesis {
+			s.created[h.actor] = true
+		}
 	}
 	for _, tr := range w.truncations {
 		// Every entry the snapshot covers was written before this batch

@@ -314,3 +314,73 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("the refused batch's other journal was written: %v", err)
 	}
 }
+
+// TestClaimOfACreatedJournal: the first claim of a journal this writer
+// created (its genesis head) takes no round trip: the head does not move,
+// and appends go on. A later claim takes the journal as usual. A rival's
+// claim since the creation still fences the creator.
+func TestClaimOfACreatedJournal(t *testing.T) {
+	spec := newSpec(t)
+	s, err := openSpec(spec, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	create := func(actor string) {
+		b := s.NewBatch()
+		b.Set(persistence.SnapshotKey(actor), append(make([]byte, 8), "{}"...))
+		if err := s.CommitAndWait(b); err != nil {
+			t.Fatalf("create %s: %v", actor, err)
+		}
+	}
+	head := func(actor string) uint64 {
+		m, err := s.stream.GetLastMsgForSubject(t.Context(), headSubject(s.root, actor))
+		if err != nil {
+			t.Fatalf("head of %s: %v", actor, err)
+		}
+		return m.Sequence
+	}
+	appendEvent := func(actor string, seq uint64) error {
+		b := s.NewBatch()
+		b.Set(persistence.JournalKey(actor, seq), []byte("e"))
+		return s.CommitAndWait(b)
+	}
+
+	create("room/c1")
+	created := head("room/c1")
+	if err := s.ClaimJournal("room/c1"); err != nil {
+		t.Fatal(err)
+	}
+	if h := head("room/c1"); h != created {
+		t.Fatalf("the creator's first claim moved the head from %d to %d: it took a round trip", created, h)
+	}
+	if err := appendEvent("room/c1", 1); err != nil {
+		t.Fatalf("append after the first claim: %v", err)
+	}
+	appended := head("room/c1")
+	if err := s.ClaimJournal("room/c1"); err != nil {
+		t.Fatal(err)
+	}
+	if h := head("room/c1"); h == appended {
+		t.Fatal("a second claim did not take the journal (its head did not move)")
+	}
+	if err := appendEvent("room/c1", 2); err != nil {
+		t.Fatalf("append after the second claim: %v", err)
+	}
+
+	create("room/c2")
+	rival, err := openSpec(spec, func(err error) { t.Errorf("rival fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Close()
+	if err := rival.ClaimJournal("room/c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimJournal("room/c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendEvent("room/c2", 1); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("the creator's append after a rival's claim: %v, want ErrFenced", err)
+	}
+}
