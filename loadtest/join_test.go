@@ -44,13 +44,6 @@ func TestSocketFigures(t *testing.T) {
 
 // TestJoinFlags: where the media node runs, and the GC wait, are checked.
 func TestJoinFlags(t *testing.T) {
-	parse := func(args ...string) (*config, error) {
-		c, _, err := parseFlags(args, io.Discard)
-		if err != nil {
-			return nil, err
-		}
-		return c, c.validate()
-	}
 	for _, args := range [][]string{
 		{"-local", "-scenario", "join", "-media-node", "elsewhere"},
 		{"-addr", "127.0.0.1:1", "-api-key", "k", "-scenario", "join", "-media-node", "own"},
@@ -58,18 +51,18 @@ func TestJoinFlags(t *testing.T) {
 		{"-local", "-scenario", "join", "-join-gc-wait", "-1s"},
 		{"-local", "-scenario", "join", "-join-gc-wait", "11m"},
 	} {
-		if _, err := parse(args...); err == nil {
+		if _, err := parseAndValidate(args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}
-	c, err := parse("-local", "-scenario", "join")
+	c, err := parseAndValidate("-local", "-scenario", "join")
 	if err != nil || c.MediaNode != mediaNodeBuiltin || c.JoinGCWait != defaultJoinGCWait {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
-	if _, err := parse("-local", "-scenario", "join", "-media-node", "own", "-join-gc-wait", "0"); err != nil {
+	if _, err := parseAndValidate("-local", "-scenario", "join", "-media-node", "own", "-join-gc-wait", "0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parse("-addr", "127.0.0.1:1", "-api-key", "k", "-scenario", "join", "-media-metrics-addr", "127.0.0.1:2"); err != nil {
+	if _, err := parseAndValidate("-addr", "127.0.0.1:1", "-api-key", "k", "-scenario", "join", "-media-metrics-addr", "127.0.0.1:2"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -99,3 +99,12 @@ func startInProcess(t *testing.T, dir string) (*server.Server, credentials) {
 	}
 	return srv, creds
 }
+
+// parseAndValidate reads the flags as main does: parsed, then checked.
+func parseAndValidate(args ...string) (*config, error) {
+	c, _, err := parseFlags(args, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}

@@ -110,35 +110,28 @@ func TestMediaFigures(t *testing.T) {
 // TestMediaFlags: the media flags are checked only when the scenario runs,
 // and "all" leaves the media scenario out.
 func TestMediaFlags(t *testing.T) {
-	parse := func(args ...string) (*config, error) {
-		c, _, err := parseFlags(args, io.Discard)
-		if err != nil {
-			return nil, err
-		}
-		return c, c.validate()
-	}
 	for _, args := range [][]string{
 		{"-local", "-scenario", "media", "-media-rooms", "0"},
 		{"-local", "-scenario", "media", "-media-publishers", "0"},
 		{"-local", "-scenario", "media", "-media-publishers", "2", "-media-subscribers", "99"},
 		{"-local", "-scenario", "media", "-media-rooms", "5", "-media-publishers", "10", "-media-subscribers", "80"},
 	} {
-		if _, err := parse(args...); err == nil {
+		if _, err := parseAndValidate(args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}
-	c, err := parse("-local", "-scenario", "connect", "-media-rooms", "0")
+	c, err := parseAndValidate("-local", "-scenario", "connect", "-media-rooms", "0")
 	if err != nil {
 		t.Fatalf("a media flag refused for another scenario: %v", err)
 	}
-	c, err = parse("-local", "-scenario", "media", "-media-rooms", "3", "-media-publishers", "1", "-media-subscribers", "20", "-media-audio=false")
+	c, err = parseAndValidate("-local", "-scenario", "media", "-media-rooms", "3", "-media-publishers", "1", "-media-subscribers", "20", "-media-audio=false")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := c.mediaShape(); got != (mediaShape{Rooms: 3, Publishers: 1, Subscribers: 20}) || !c.MediaBaseline {
 		t.Fatalf("shape %+v, baseline %v", got, c.MediaBaseline)
 	}
-	if c, err = parse("-local", "-scenario", "all"); err != nil {
+	if c, err = parseAndValidate("-local", "-scenario", "all"); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Scenarios {

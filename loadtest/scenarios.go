@@ -299,49 +299,17 @@ func joinOp(c *apiClient, parts []participant, ips []string, js *joinState) opFu
 	return func(w *worker, slot int64) (int, string) {
 		p := &parts[slot%int64(len(parts))]
 		t0 := time.Now()
-		r, err := c.call("POST", "/v1/connect", "", p.connect, true, "X-Forwarded-For", ips[slot%int64(len(ips))])
-		code := errCode(r, err)
+		cs, code := connectForMedia(c, p, ips[slot%int64(len(ips))])
 		js.connect.recordRaw(w.id, time.Since(t0), code)
 		if code != "" {
 			return 0, code
 		}
-		var cs struct {
-			Endpoint   string `json:"endpoint"`
-			MediaToken string `json:"media_token"`
-		}
-		if err := json.Unmarshal(r.Body, &cs); err != nil || cs.Endpoint == "" {
-			return 0, "bad_response|connect session without endpoint"
-		}
 		t1 := time.Now()
-		conn, _, err := dialer.Dial(cs.Endpoint, nil)
-		if err != nil {
-			code := "ws_dial_failed|" + err.Error()
+		conn, m, code := joinMedia(dialer, cs)
+		if code != "" {
 			js.wsJoin.recordRaw(w.id, time.Since(t1), code)
 			return 0, code
 		}
-		fail := func(code string) (int, string) {
-			js.wsJoin.recordRaw(w.id, time.Since(t1), code)
-			_ = conn.Close()
-			return 0, code
-		}
-		_ = conn.SetWriteDeadline(time.Now().Add(wsTimeout))
-		if err := conn.WriteJSON(map[string]any{"type": "join", "media_token": cs.MediaToken}); err != nil {
-			return fail("ws_write_failed|" + err.Error())
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(wsTimeout))
-		var m wsMsg
-		for {
-			if err := conn.ReadJSON(&m); err != nil {
-				return fail("ws_read_failed|" + err.Error())
-			}
-			if m.Type == "error" {
-				return fail("media_" + m.Code + "|media node refused the join")
-			}
-			if m.Type == "joined" {
-				break
-			}
-		}
-		_ = conn.SetReadDeadline(time.Time{})
 		js.wsJoin.record(w.id, time.Since(t1), "", "")
 		interval := js.interval
 		if interval == 0 && m.HeartbeatInterval > 0 {
@@ -359,6 +327,61 @@ func joinOp(c *apiClient, parts []participant, ips []string, js *joinState) opFu
 		go js.ping(h, interval, w.rng.Int64N(int64(interval)))
 		return 0, ""
 	}
+}
+
+// mediaSession is what the media join needs of a connect session.
+type mediaSession struct {
+	Endpoint   string `json:"endpoint"`
+	MediaToken string `json:"media_token"`
+}
+
+// connectForMedia exchanges p's token (from the synthetic source address
+// ip) for a connect session; it returns the session, or an error code in
+// the runner's "code|detail" form.
+func connectForMedia(c *apiClient, p *participant, ip string) (mediaSession, string) {
+	var cs mediaSession
+	r, err := c.call("POST", "/v1/connect", "", p.connect, true, "X-Forwarded-For", ip)
+	if code := errCode(r, err); code != "" {
+		return cs, code
+	}
+	if err := json.Unmarshal(r.Body, &cs); err != nil || cs.Endpoint == "" {
+		return cs, "bad_response|connect session without endpoint"
+	}
+	return cs, ""
+}
+
+// joinMedia opens the session's media socket and joins, reading until the
+// node answers `joined`; it returns the socket (its read deadline
+// cleared) and that message, or an error code ("code|detail") with the
+// socket closed.
+func joinMedia(dialer *websocket.Dialer, cs mediaSession) (*websocket.Conn, wsMsg, string) {
+	var m wsMsg
+	conn, _, err := dialer.Dial(cs.Endpoint, nil)
+	if err != nil {
+		return nil, m, "ws_dial_failed|" + err.Error()
+	}
+	fail := func(code string) (*websocket.Conn, wsMsg, string) {
+		_ = conn.Close()
+		return nil, m, code
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(wsTimeout))
+	if err := conn.WriteJSON(map[string]any{"type": "join", "media_token": cs.MediaToken}); err != nil {
+		return fail("ws_write_failed|" + err.Error())
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(wsTimeout))
+	for {
+		if err := conn.ReadJSON(&m); err != nil {
+			return fail("ws_read_failed|" + err.Error())
+		}
+		if m.Type == "error" {
+			return fail("media_" + m.Code + "|media node refused the join")
+		}
+		if m.Type == "joined" {
+			break
+		}
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	return conn, m, ""
 }
 
 // splitCode splits the runner's "code|detail" form.

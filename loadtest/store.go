@@ -325,46 +325,17 @@ func (sj *storeJoins) op(c *apiClient, parts []participant, ips []string, worker
 		p := &parts[(w.id+workers*w.cycle)%len(parts)]
 		w.cycle = (w.cycle + 1) % storeJoinPartsPerWorker
 		t0 := time.Now()
-		r, err := c.call("POST", "/v1/connect", "", p.connect, true, "X-Forwarded-For", ips[slot%int64(len(ips))])
-		if code := errCode(r, err); code != "" {
+		cs, code := connectForMedia(c, p, ips[slot%int64(len(ips))])
+		if code != "" {
 			sj.join.recordRaw(w.id, time.Since(t0), code)
 			return 0, code
 		}
-		var cs struct {
-			Endpoint   string `json:"endpoint"`
-			MediaToken string `json:"media_token"`
-		}
-		if err := json.Unmarshal(r.Body, &cs); err != nil || cs.Endpoint == "" {
-			return 0, "bad_response|connect session without endpoint"
-		}
-		conn, _, err := dialer.Dial(cs.Endpoint, nil)
-		if err != nil {
-			code := "ws_dial_failed|" + err.Error()
+		conn, _, code := joinMedia(dialer, cs)
+		if code != "" {
 			sj.join.recordRaw(w.id, time.Since(t0), code)
 			return 0, code
 		}
 		defer conn.Close()
-		_ = conn.SetWriteDeadline(time.Now().Add(wsTimeout))
-		if err := conn.WriteJSON(map[string]any{"type": "join", "media_token": cs.MediaToken}); err != nil {
-			return 0, "ws_write_failed|" + err.Error()
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(wsTimeout))
-		for {
-			var m wsMsg
-			if err := conn.ReadJSON(&m); err != nil {
-				code := "ws_read_failed|" + err.Error()
-				sj.join.recordRaw(w.id, time.Since(t0), code)
-				return 0, code
-			}
-			if m.Type == "error" {
-				code := "media_" + m.Code + "|media node refused the join"
-				sj.join.recordRaw(w.id, time.Since(t0), code)
-				return 0, code
-			}
-			if m.Type == "joined" {
-				break
-			}
-		}
 		sj.join.record(w.id, time.Since(t0), "", "")
 		t1 := time.Now()
 		if err := conn.WriteJSON(map[string]any{"type": "leave"}); err != nil {

@@ -13,27 +13,20 @@ import (
 // TestStoreFlags: the store scenario starts its own servers, so it needs
 // -local; "all" leaves it out.
 func TestStoreFlags(t *testing.T) {
-	parse := func(args ...string) (*config, error) {
-		c, _, err := parseFlags(args, io.Discard)
-		if err != nil {
-			return nil, err
-		}
-		return c, c.validate()
-	}
 	for _, args := range [][]string{
 		{"-scenario", "store"},
 		{"-addr", "127.0.0.1:1", "-api-key", "k", "-scenario", "store"},
 		{"-local", "-addr", "127.0.0.1:1", "-scenario", "store"},
 	} {
-		if _, err := parse(args...); err == nil || !strings.Contains(err.Error(), "store") {
+		if _, err := parseAndValidate(args...); err == nil || !strings.Contains(err.Error(), "store") {
 			t.Errorf("%v: %v, want an error naming store", args, err)
 		}
 	}
-	c, err := parse("-local", "-scenario", "store")
+	c, err := parseAndValidate("-local", "-scenario", "store")
 	if err != nil || c.needsServer() {
 		t.Fatalf("-local -scenario store: %v; needs the shared server %v", err, c != nil && c.needsServer())
 	}
-	if c, err = parse("-local", "-scenario", "all"); err != nil || slices.Contains(c.Scenarios, "store") {
+	if c, err = parseAndValidate("-local", "-scenario", "all"); err != nil || slices.Contains(c.Scenarios, "store") {
 		t.Fatalf("all: %v, %v", c.Scenarios, err)
 	}
 }
