@@ -57,25 +57,24 @@ type storeFigures struct {
 
 // storeRun is one store's two loads.
 type storeRun struct {
-	Store   string      `json:"store"`
-	Flags   []string    `json:"flags,omitempty"`
-	Creates *loadResult `json:"creates"`
-	Joins   *loadResult `json:"joins"`
-	// Successful operations per second: rooms and participants created;
-	// join cycles (two durable records each: the join and the leave).
-	CreatesPerSecond float64 `json:"creates_per_second"`
-	JoinsPerSecond   float64 `json:"joins_per_second"`
-	// The server's figures over each load.
-	CreatesServer *serverFigures `json:"creates_server,omitempty"`
-	JoinsServer   *serverFigures `json:"joins_server,omitempty"`
-	// CPU time of the NATS servers' process over each load (JetStream).
-	CreatesNATSCPUSeconds float64 `json:"creates_nats_cpu_seconds,omitempty"`
-	JoinsNATSCPUSeconds   float64 `json:"joins_nats_cpu_seconds,omitempty"`
-	// What the store took in over each load.
-	CreatesWritten *storeWritten `json:"creates_written,omitempty"`
-	JoinsWritten   *storeWritten `json:"joins_written,omitempty"`
+	Store string   `json:"store"`
+	Flags []string `json:"flags,omitempty"`
+	// Creates: rooms, and participants in them. Joins: join cycles, two
+	// durable records each (the join and the leave).
+	Creates *storeLoad `json:"creates"`
+	Joins   *storeLoad `json:"joins"`
 
 	rooms, parts int // the join load's fixture
+}
+
+// storeLoad is one load on one store, with what was read around it.
+type storeLoad struct {
+	Load   *loadResult    `json:"load"`
+	Server *serverFigures `json:"server,omitempty"`
+	// NATSCPUSeconds is the NATS servers' process's CPU time (JetStream).
+	NATSCPUSeconds float64 `json:"nats_cpu_seconds,omitempty"`
+	// Written is what the store took in.
+	Written *storeWritten `json:"written,omitempty"`
 }
 
 // storeWritten is what a store took in over a load: Pebble's write-ahead
@@ -220,10 +219,8 @@ func runStore(ctx context.Context, cfg *config, progress io.Writer) (*scenarioRe
 		}
 		sf.Runs = append(sf.Runs, run)
 	}
-	if len(sf.Runs) == len(storeKinds) {
-		sf.CreatesRatio = ratioOf(sf.Runs[1].Creates, sf.Runs[0].Creates)
-		sf.JoinsRatio = ratioOf(sf.Runs[1].Joins, sf.Runs[0].Joins)
-	}
+	sf.CreatesRatio = ratioOf(sf.Runs[1].Creates.Load, sf.Runs[0].Creates.Load)
+	sf.JoinsRatio = ratioOf(sf.Runs[1].Joins.Load, sf.Runs[0].Joins.Load)
 	r.Rooms, r.Parts = sf.Runs[0].rooms, sf.Runs[0].parts
 	return r, nil
 }
@@ -259,21 +256,19 @@ func runStoreOn(ctx context.Context, cfg *config, bin, kind string, flags []stri
 
 	// measure runs a load and reads, around it, the server's metrics, the
 	// NATS servers' CPU time and what the store took in.
-	measure := func(what string, sp loadSpec) (*loadResult, *serverFigures, float64, *storeWritten) {
+	measure := func(what string, sp loadSpec) *storeLoad {
 		before, cpu0 := scrapeOrNote(t, r, kind+" before the "+what), natsCPU()
 		msgs0, bytes0, streamErr := 0.0, 0.0, error(nil)
 		if kind == storeJetStream {
 			msgs0, bytes0, streamErr = streamState(nats.URLs, storeNATSStream)
 		}
-		res := runLoad(ctx, sp, progress)
-		cpu := natsCPU() - cpu0
+		sl := &storeLoad{Load: runLoad(ctx, sp, progress)}
+		sl.NATSCPUSeconds = natsCPU() - cpu0
 		after := scrapeOrNote(t, r, kind+" after the "+what)
-		var figures *serverFigures
-		var written *storeWritten
 		if before != nil && after != nil {
-			figures = compare(t.metricsURL, before, after)
-			if c, ok := figures.Counters[pebbleWALBytes]; ok && kind == storePebble {
-				written = &storeWritten{Source: pebbleWALBytes, Bytes: c.Delta}
+			sl.Server = compare(t.metricsURL, before, after)
+			if c, ok := sl.Server.Counters[pebbleWALBytes]; ok && kind == storePebble {
+				sl.Written = &storeWritten{Source: pebbleWALBytes, Bytes: c.Delta}
 			}
 		}
 		if kind == storeJetStream {
@@ -281,16 +276,14 @@ func runStoreOn(ctx context.Context, cfg *config, bin, kind string, flags []stri
 			if err = cmp.Or(streamErr, err); err != nil {
 				r.Notes = append(r.Notes, fmt.Sprintf("%s: stream state: %v", what, err))
 			} else {
-				written = &storeWritten{Source: "stream " + storeNATSStream + " (R" + fmt.Sprint(storeNATSReplicas) + ")", Messages: msgs1 - msgs0, Bytes: bytes1 - bytes0}
+				sl.Written = &storeWritten{Source: "stream " + storeNATSStream + " (R" + fmt.Sprint(storeNATSReplicas) + ")", Messages: msgs1 - msgs0, Bytes: bytes1 - bytes0}
 			}
 		}
-		return res, figures, cpu, written
+		return sl
 	}
 
 	// Creates.
-	run.Creates, run.CreatesServer, run.CreatesNATSCPUSeconds, run.CreatesWritten = measure("creates",
-		spec("creates", []string{"room_create", "participant_create"}, createOp(t, 1, cfg.CreatePerRoom)))
-	run.CreatesPerSecond = float64(run.Creates.Total.OK) / max(run.Creates.ElapsedSec, 1e-9)
+	run.Creates = measure("creates", spec("creates", []string{"room_create", "participant_create"}, createOp(t, 1, cfg.CreatePerRoom)))
 
 	// Joins: each worker cycles over participants of its own.
 	nParts := cfg.Concurrency * storeJoinPartsPerWorker
@@ -301,11 +294,10 @@ func runStoreOn(ctx context.Context, cfg *config, bin, kind string, flags []stri
 	}
 	run.rooms, run.parts = nRooms, nParts
 	joins := &storeJoins{join: newOpStats(), leave: newOpStats()}
-	run.Joins, run.JoinsServer, run.JoinsNATSCPUSeconds, run.JoinsWritten = measure("joins",
-		spec("joins", []string{"join_cycle"}, joins.op(t.api, f.participants, synthIPs(spreadIPs), cfg.Concurrency)))
-	elapsed := time.Duration(run.Joins.ElapsedSec * float64(time.Second))
-	run.Joins.Ops = append(run.Joins.Ops, joins.join.summary("join", elapsed), joins.leave.summary("leave", elapsed))
-	run.JoinsPerSecond = float64(run.Joins.Total.OK) / max(run.Joins.ElapsedSec, 1e-9)
+	run.Joins = measure("joins", spec("joins", []string{"join_cycle"}, joins.op(t.api, f.participants, synthIPs(spreadIPs), cfg.Concurrency)))
+	l := run.Joins.Load
+	elapsed := time.Duration(l.ElapsedSec * float64(time.Second))
+	l.Ops = append(l.Ops, joins.join.summary("join", elapsed), joins.leave.summary("leave", elapsed))
 	return run, nil
 }
 
@@ -366,12 +358,16 @@ func writeStoreText(w io.Writer, r *scenarioReport) {
 	sf := r.Store
 	fmt.Fprintf(w, "nats      %s\n", sf.NATS)
 	for _, run := range sf.Runs {
-		fmt.Fprintf(w, "\n--- %s: creates (%s, %.1f s): %.0f creates/s\n", run.Store, loadLine(run.Creates), run.Creates.ElapsedSec, run.CreatesPerSecond)
-		writeOpsTable(w, run.Creates)
-		writeStoreCost(w, run.CreatesServer, run.Creates, run.CreatesNATSCPUSeconds, run.CreatesWritten)
-		fmt.Fprintf(w, "--- %s: joins (%s, %.1f s): %.0f join cycles/s\n", run.Store, loadLine(run.Joins), run.Joins.ElapsedSec, run.JoinsPerSecond)
-		writeOpsTable(w, run.Joins)
-		writeStoreCost(w, run.JoinsServer, run.Joins, run.JoinsNATSCPUSeconds, run.JoinsWritten)
+		fmt.Fprintln(w)
+		for _, x := range []struct {
+			name, unit string
+			sl         *storeLoad
+		}{{"creates", "creates/s", run.Creates}, {"joins", "join cycles/s", run.Joins}} {
+			l := x.sl.Load
+			fmt.Fprintf(w, "--- %s: %s (%s, %.1f s): %.0f %s\n", run.Store, x.name, loadLine(l), l.ElapsedSec, l.Total.OKRPS, x.unit)
+			writeOpsTable(w, l)
+			writeStoreCost(w, x.sl)
+		}
 	}
 	for _, x := range []struct {
 		name string
@@ -388,7 +384,8 @@ func writeStoreText(w io.Writer, r *scenarioReport) {
 
 // writeStoreCost writes, per successful operation, the CPU time, the
 // store's commits and what it took in.
-func writeStoreCost(w io.Writer, s *serverFigures, l *loadResult, natsCPUSeconds float64, written *storeWritten) {
+func writeStoreCost(w io.Writer, sl *storeLoad) {
+	l, s, natsCPUSeconds, written := sl.Load, sl.Server, sl.NATSCPUSeconds, sl.Written
 	if l.Total.OK == 0 {
 		return
 	}

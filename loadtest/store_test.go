@@ -63,13 +63,13 @@ func TestStoreScenario(t *testing.T) {
 		t.Fatalf("stores: %+v", sf.Runs)
 	}
 	for _, run := range sf.Runs {
-		for what, l := range map[string]*loadResult{"creates": run.Creates, "joins": run.Joins} {
+		for what, l := range map[string]*loadResult{"creates": run.Creates.Load, "joins": run.Joins.Load} {
 			if l.Total.OK == 0 || l.Total.Errors != 0 {
 				t.Errorf("%s %s: %d ok, %d errors %v", run.Store, what, l.Total.OK, l.Total.Errors, l.Ops)
 			}
 		}
 		var joins, leaves int64
-		for _, o := range run.Joins.Ops {
+		for _, o := range run.Joins.Load.Ops {
 			switch o.Name {
 			case "join":
 				joins = o.OK
@@ -77,10 +77,10 @@ func TestStoreScenario(t *testing.T) {
 				leaves = o.OK
 			}
 		}
-		if joins != run.Joins.Total.OK || leaves != joins {
-			t.Errorf("%s: %d cycles, %d joins, %d leaves", run.Store, run.Joins.Total.OK, joins, leaves)
+		if joins != run.Joins.Load.Total.OK || leaves != joins {
+			t.Errorf("%s: %d cycles, %d joins, %d leaves", run.Store, run.Joins.Load.Total.OK, joins, leaves)
 		}
-		for what, w := range map[string]*storeWritten{"creates": run.CreatesWritten, "joins": run.JoinsWritten} {
+		for what, w := range map[string]*storeWritten{"creates": run.Creates.Written, "joins": run.Joins.Written} {
 			if w == nil || w.Bytes <= 0 || (run.Store == storeJetStream) != (w.Messages > 0) {
 				t.Errorf("%s %s: written %+v (notes %q)", run.Store, what, w, rep.Runs[0].Notes)
 			}
