@@ -134,8 +134,7 @@ func TestMain(m *testing.M) {
 func binInit(t *testing.T, bin, dataDir string, flags ...string) bootstrap {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	args := append([]string{"init", "--data-dir", dataDir, "--log-level", "error"}, storeFlags(t, dataDir, flags)...)
-	cmd := exec.Command(bin, append(args, flags...)...)
+	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dataDir, "--log-level", "error"}, withStore(t, dataDir, flags...)...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("rtcd init: %v\n%s", err, stderr.String())
@@ -197,8 +196,7 @@ func binLaunch(t *testing.T, bin, dataDir string, flags ...string) *binProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--media-listen", "127.0.0.1:0", "--log-level", "info"}, storeFlags(t, dataDir, flags)...)
-	args = append(args, flags...)
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", api, "--metrics-listen", metrics, "--media-listen", "127.0.0.1:0", "--log-level", "info"}, withStore(t, dataDir, flags...)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -576,7 +574,7 @@ func binTestInitTwice(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dir}, storeFlags(t, dir, nil)...)...)
+	cmd := exec.Command(bin, append([]string{"init", "--data-dir", dir}, withStore(t, dir)...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	var exitErr *exec.ExitError

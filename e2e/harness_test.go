@@ -55,8 +55,7 @@ func start(t *testing.T, extraArgs ...string) *env {
 func startIn(t *testing.T, dataDir string, clk *clock.Fake, extraArgs ...string) *env {
 	t.Helper()
 	args := append([]string{"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--media-listen", "127.0.0.1:0", "--log-level", "error"}, storeFlags(t, dataDir, extraArgs)...)
-	args = append(args, extraArgs...)
+		"--media-listen", "127.0.0.1:0", "--log-level", "error"}, withStore(t, dataDir, extraArgs...)...)
 	cfg, err := config.Parse("test", args, func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("config: %v", err)

@@ -21,8 +21,7 @@ func TestMasterKeyIsNeverSilentlyReplaced(t *testing.T) {
 	startErr := func(extra ...string) error {
 		t.Helper()
 		args := append([]string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-			"--media-listen=", "--log-level", "error"}, storeFlags(t, dir, extra)...)
-		args = append(args, extra...)
+			"--media-listen=", "--log-level", "error"}, withStore(t, dir, extra...)...)
 		cfg, err := config.Parse("test", args, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)

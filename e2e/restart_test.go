@@ -64,7 +64,8 @@ func (e *env) rsWaitGauge(name string, want float64) {
 	e.eventually(fmt.Sprintf("%s = %v", name, want), func() bool { return e.rsGauge(name) == want })
 }
 
-// rsOpenStore opens the Pebble store of a stopped server.
+// rsOpenStore opens the store of a stopped server: its Pebble directory,
+// or on JetStream its stream in the suite's cluster.
 func rsOpenStore(t *testing.T, dataDir string) persistence.Storage {
 	t.Helper()
 	if onJetStream() {
@@ -441,7 +442,7 @@ func TestRestartReportsCorruptJournals(t *testing.T) {
 
 	args := []string{"--data-dir", e.dataDir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
 		"--log-level", "error", restartSnapshotEvery}
-	cfg, err := config.Parse("test", append(args, storeFlags(t, e.dataDir, nil)...), func(string) string { return "" })
+	cfg, err := config.Parse("test", append(args, withStore(t, e.dataDir)...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,15 +73,16 @@ func stopJSSuite() {
 	}
 }
 
-// storeFlags are the `rtcd serve` / `rtcd init` flags that put dataDir's
-// state in the suite's store: none on Pebble, and none when the test's own
-// flags already choose a store (the JetStream tests that start a cluster
-// of their own). On JetStream the first use of a data directory names its
-// stream, and the test that made it deletes the stream when it ends.
-func storeFlags(t testing.TB, dataDir string, own []string) []string {
+// withStore is own, a test's `rtcd serve` / `rtcd init` flags, after the
+// flags that put dataDir's state in the suite's store: none on Pebble, and
+// none when own already chooses a store (the JetStream tests that start a
+// cluster of their own). On JetStream the first use of a data directory
+// names its stream, and the test that made it deletes the stream when it
+// ends.
+func withStore(t testing.TB, dataDir string, own ...string) []string {
 	t.Helper()
 	if !onJetStream() || slices.ContainsFunc(own, func(f string) bool { return f == "--store" || strings.HasPrefix(f, "--store=") }) {
-		return nil
+		return own
 	}
 	jsSuite.once.Do(func() { jsSuite.cluster, jsSuite.err = natstest.Start() })
 	if jsSuite.err != nil {
@@ -107,7 +108,7 @@ func storeFlags(t testing.TB, dataDir string, own []string) []string {
 		// server stopped (cleanups run last first).
 		t.Cleanup(func() { deleteSuiteStream(t, stream) })
 	}
-	return []string{"--store", e2eStoreJetStream, "--nats-url", jsSuite.cluster.URLs, "--nats-stream", stream}
+	return append([]string{"--store", e2eStoreJetStream, "--nats-url", jsSuite.cluster.URLs, "--nats-stream", stream}, own...)
 }
 
 // openSuiteStore opens the suite's JetStream stream of dataDir, where a
