@@ -16,6 +16,7 @@ import (
 
 	"rtcd/media"
 	"rtcd/money"
+	"rtcd/ratelimit"
 	"rtcd/webhookdelivery"
 )
 
@@ -34,6 +35,12 @@ type Config struct {
 	NATSURL      string // comma-separated NATS URLs, with --store=jetstream
 	NATSStream   string // the stream (and subject root) of the records
 	NATSReplicas int    // the stream's replication
+
+	// Where the request-rate counters live: memory (this process, the
+	// default) or redis (shared by every node of a cluster).
+	RateLimitStore string
+	RedisURL       string // redis:// or rediss:// URL, with --rate-limit-store=redis
+	RedisKeyPrefix string // starts every counter key in Redis
 
 	DefaultMaxActiveRooms              int
 	DefaultMaxActiveParticipants       int
@@ -120,6 +127,9 @@ func (c *Config) Settings() []Setting {
 		{Name: "nats-url", Default: "", Help: "comma-separated NATS server URLs of the JetStream cluster, with --store=jetstream", str: &c.NATSURL},
 		{Name: "nats-stream", Default: "RTCD", Help: "the JetStream stream holding the records (created if missing), with --store=jetstream", str: &c.NATSStream},
 		{Name: "nats-replicas", Default: "3", Help: "replicas of the stream (3: one server may be lost; 1 only for a single test server)", num: &c.NATSReplicas},
+		{Name: "rate-limit-store", Default: "memory", Help: "where the request-rate counters live: memory (this process) or redis (shared by every node, see --redis-url; docs/cluster.md)", str: &c.RateLimitStore},
+		{Name: "redis-url", Default: "", Help: "redis://[user:password@]host:port/db (rediss:// for TLS) of the shared rate counters, with --rate-limit-store=redis", str: &c.RedisURL},
+		{Name: "redis-key-prefix", Default: "rtcd:", Help: "prefix of every rate-counter key in Redis, so deployments can share one Redis", str: &c.RedisKeyPrefix},
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
@@ -292,6 +302,21 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("--store=%q: want pebble or jetstream", c.Store)
+	}
+	switch c.RateLimitStore {
+	case "memory":
+	case "redis":
+		if c.RedisURL == "" {
+			return fmt.Errorf("--rate-limit-store=redis needs --redis-url (RTCD_REDIS_URL)")
+		}
+		if _, err := ratelimit.ParseRedisURL(c.RedisURL); err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		if err := ratelimit.CheckRedisKeyPrefix(c.RedisKeyPrefix); err != nil {
+			return fmt.Errorf("--redis-key-prefix: %w", err)
+		}
+	default:
+		return fmt.Errorf("--rate-limit-store=%q: want memory or redis", c.RateLimitStore)
 	}
 	if err := checkMediaURL(c.MediaURL); err != nil {
 		return err

@@ -78,7 +78,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults must be valid: %v", err)
 	}
 	want := map[string]any{
-		"data-dir": "./data", "store": "pebble", "nats-url": "", "nats-stream": "RTCD", "nats-replicas": 3, "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
+		"data-dir": "./data", "store": "pebble", "nats-url": "", "nats-stream": "RTCD", "nats-replicas": 3,
+		"rate-limit-store": "memory", "redis-url": "", "redis-key-prefix": "rtcd:", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
 		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
 		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "webhook-window": 32, "master-key": "",
 		"media-listen": "127.0.0.1:8081", "media-node-ip": "", "media-udp-port": 0, "media-tcp-port": 0, "media-turn-port": 0, "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
@@ -194,6 +195,9 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_NATS_URL":                               "nats://127.0.0.1:4222,nats://127.0.0.1:4223",
 		"RTCD_NATS_STREAM":                            "RTCD_EU",
 		"RTCD_NATS_REPLICAS":                          "5",
+		"RTCD_RATE_LIMIT_STORE":                       "redis",
+		"RTCD_REDIS_URL":                              "redis://:pw@127.0.0.1:6380/2",
+		"RTCD_REDIS_KEY_PREFIX":                       "rtcd:eu:",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +219,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		SMTPTimeoutSeconds: 12, SMTPCAFile: "/etc/rtcd/smtp-ca.pem", GoogleClientID: "cid", GoogleClientSecret: "csecret",
 		GoogleIssuer: "https://issuer.example.com", GoogleRedirectURL: "https://app.example.com/cb",
 		Store: "jetstream", NATSURL: "nats://127.0.0.1:4222,nats://127.0.0.1:4223", NATSStream: "RTCD_EU", NATSReplicas: 5,
+		RateLimitStore: "redis", RedisURL: "redis://:pw@127.0.0.1:6380/2", RedisKeyPrefix: "rtcd:eu:",
 	}
 	if *c != want {
 		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)
@@ -268,6 +273,10 @@ func TestInvalidValues(t *testing.T) {
 		{"jetstream without nats url", []string{"--store=jetstream"}, nil, "needs --nats-url"},
 		{"jetstream replicas", []string{"--store=jetstream", "--nats-url=nats://127.0.0.1:4222", "--nats-replicas=0"}, nil, "1 to 5"},
 		{"jetstream stream name", nil, map[string]string{"RTCD_STORE": "jetstream", "RTCD_NATS_URL": "nats://127.0.0.1:4222", "RTCD_NATS_STREAM": "a.b"}, "letters, digits"},
+		{"unknown rate-limit store", []string{"--rate-limit-store=etcd"}, nil, "want memory or redis"},
+		{"redis without url", []string{"--rate-limit-store=redis"}, nil, "needs --redis-url"},
+		{"redis url scheme", []string{"--rate-limit-store=redis", "--redis-url=http://127.0.0.1:6379"}, nil, "--redis-url"},
+		{"redis key prefix", nil, map[string]string{"RTCD_RATE_LIMIT_STORE": "redis", "RTCD_REDIS_URL": "redis://127.0.0.1:6379/0", "RTCD_REDIS_KEY_PREFIX": "a b"}, "printable"},
 		{"negative env", nil, map[string]string{"RTCD_CONNECT_PER_IP_PER_MINUTE": "-5"}, "negative"},
 		{"negative participants per room", []string{"--default-max-participants-per-room", "-10"}, nil, "negative"},
 		{"listen without port", []string{"--listen", "localhost"}, nil, "HOST:PORT"},

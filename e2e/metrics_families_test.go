@@ -109,6 +109,8 @@ func TestMetricsFamiliesFromTheStart(t *testing.T) {
 		"rtcd_media_keyframe_requests_total":          dto.MetricType_COUNTER,
 		"rtcd_media_turn_allocations":                 dto.MetricType_GAUGE,
 		"rtcd_rate_limit_rejections_total":            dto.MetricType_COUNTER,
+		"rtcd_rate_limit_local_decisions_total":       dto.MetricType_COUNTER,
+		"rtcd_rate_limit_store_reachable":             dto.MetricType_GAUGE,
 		"rtcd_snapshot_write_duration_seconds":        dto.MetricType_HISTOGRAM,
 		"rtcd_recovery_duration_seconds":              dto.MetricType_GAUGE,
 		"rtcd_pebble_compactions_total":               dto.MetricType_COUNTER,

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"rtcd/internal/testtools"
 )
 
 // mustRateLimited asserts a 429 rate_limited with the spec's headers.
@@ -135,4 +138,55 @@ func TestRateLimitConnectPerIP(t *testing.T) {
 	e.createParticipant(room, nil)
 	e.clock.Advance(time.Minute)
 	e.connect(tok).must(t, 200)
+}
+
+// Two servers on one Redis (--rate-limit-store=redis) draw on one budget:
+// the per-source-IP connect limit (checked before the token, so it needs no
+// shared project) admits its limit across both, then refuses on both. While
+// Redis does not answer each server limits by its own counters, says so in
+// its metrics, and shares again once Redis is back.
+func TestRateLimitsSharedThroughRedis(t *testing.T) {
+	redis := testtools.StartRedis(t)
+	const limit = 4
+	flags := []string{"--rate-limit-store=redis", "--redis-url=" + redis.URL,
+		"--redis-key-prefix=" + strings.ReplaceAll(t.Name(), "/", "_") + ":",
+		"--connect-per-ip-per-minute=" + strconv.Itoa(limit)}
+	a, b := start(t, flags...), start(t, flags...)
+	connect := func(e *env) *resp { return e.do("POST", "/v1/connect", "", map[string]any{"token": "not-a-token"}) }
+	for i := 0; i < limit; i++ {
+		node := []*env{a, b}[i%2]
+		connect(node).mustErr(t, 401, "participant_token_invalid")
+	}
+	for _, node := range []*env{a, b} {
+		// GCRA at 4 per minute frees one request every 15 seconds.
+		r := connect(node)
+		mustRateLimited(t, r, limit, "connect_per_ip_per_minute", -1)
+		if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra > 15 {
+			t.Fatalf("Retry-After %d, want at most 15 (one request every 15 s)", ra)
+		}
+		node.mfAwait("rtcd_rate_limit_store_reachable", nil, 1)
+		node.mfAwait("rtcd_rate_limit_local_decisions_total", nil, 0)
+	}
+
+	// Redis stops answering: each server decides alone, with its own full
+	// budget, and reports it.
+	redis.Pause(t)
+	for _, node := range []*env{a, b} {
+		for i := 0; i < limit; i++ {
+			connect(node).mustErr(t, 401, "participant_token_invalid")
+		}
+		mustRateLimited(t, connect(node), limit, "connect_per_ip_per_minute", -1)
+		node.mfAwait("rtcd_rate_limit_store_reachable", nil, 0)
+		node.mfAwait("rtcd_rate_limit_local_decisions_total", nil, limit+1)
+	}
+
+	// Back: after the retry interval each server asks Redis again, whose
+	// shared budget is still spent.
+	redis.Resume(t)
+	for _, node := range []*env{a, b} {
+		node.clock.Advance(time.Second)
+		mustRateLimited(t, connect(node), limit, "connect_per_ip_per_minute", -1)
+		node.mfAwait("rtcd_rate_limit_store_reachable", nil, 1)
+		node.mfAwait("rtcd_rate_limit_local_decisions_total", nil, limit+1)
+	}
 }

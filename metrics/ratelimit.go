@@ -24,6 +24,11 @@ var RateLimitNames = []string{
 // decides them.
 type RateLimits struct {
 	rejections *prometheus.CounterVec
+	// localDecisions and storeReachable watch the shared counter store
+	// (Redis, --rate-limit-store=redis): while it does not answer, each
+	// node decides by its own counters.
+	localDecisions prometheus.Counter
+	storeReachable prometheus.Gauge
 }
 
 func newRateLimits(r *prometheus.Registry) *RateLimits {
@@ -34,8 +39,29 @@ func newRateLimits(r *prometheus.Registry) *RateLimits {
 	for _, name := range RateLimitNames {
 		l.rejections.WithLabelValues(name)
 	}
-	r.MustRegister(l.rejections)
+	l.localDecisions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rtcd_rate_limit_local_decisions_total",
+		Help: "Rate-limit decisions made by this node's own counters because the shared store (Redis) did not answer.",
+	})
+	l.storeReachable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rtcd_rate_limit_store_reachable",
+		Help: "1 while the rate-limit counter store answers (always 1 for the in-process store), 0 while decisions are local.",
+	})
+	l.storeReachable.Set(1)
+	r.MustRegister(l.rejections, l.localDecisions, l.storeReachable)
 	return l
+}
+
+// DecidedLocally counts one decision made by the node's own counters.
+func (l *RateLimits) DecidedLocally() { l.localDecisions.Inc() }
+
+// StoreReachable records whether the shared counter store answers.
+func (l *RateLimits) StoreReachable(reachable bool) {
+	if reachable {
+		l.storeReachable.Set(1)
+	} else {
+		l.storeReachable.Set(0)
+	}
 }
 
 // Rejected counts one refusal by the limit named name (a name of

@@ -17,16 +17,18 @@ type Decision struct {
 	// this one. It is 0 when the request is not allowed.
 	Remaining int
 	// RetryAfterSeconds is, when the request is not allowed, the number of
-	// whole seconds (rounded up, at least 1) until the window that would
-	// admit it starts. It is 0 when the request is allowed.
+	// whole seconds (rounded up, at least 1) until a request would be
+	// admitted: the next window (Memory), or the next freed request
+	// (Redis). It is 0 when the request is allowed.
 	RetryAfterSeconds int
 }
 
-// Store counts requests per key in fixed one-minute windows.
+// Store counts requests per key against a per-minute limit.
 //
 // Allow records one request for key at time now and reports whether it is
-// within limitPerMinute. Windows start at now.Truncate(time.Minute). A denied
-// request does not consume budget. limitPerMinute <= 0 allows nothing.
+// within limitPerMinute (how a minute is counted is the implementation's:
+// see Memory and Redis). A denied request does not consume budget.
+// limitPerMinute <= 0 allows nothing.
 //
 // Implementations must be safe for concurrent use.
 type Store interface {
@@ -43,7 +45,11 @@ func windowStart(now time.Time) time.Time {
 // retries after a rounded-down value would arrive too early and be denied
 // again; it is at least 1 because Retry-After: 0 invites a tight retry loop.
 func secondsToNextWindow(now time.Time) int {
-	wait := windowStart(now).Add(windowLength).Sub(now)
+	return wholeSecondsUp(windowStart(now).Add(windowLength).Sub(now))
+}
+
+// wholeSecondsUp rounds a wait up to whole seconds, at least 1.
+func wholeSecondsUp(wait time.Duration) int {
 	seconds := int(wait / time.Second)
 	if wait%time.Second != 0 {
 		seconds++

@@ -73,6 +73,7 @@ type Server struct {
 	backups     *backups      // online backups, through the private listener
 	store       persistence.Storage
 	engine      *actors.Engine
+	limiter     ratelimit.Store // the request-rate counters (--rate-limit-store)
 	api         *fasthttp.Server
 	metricsSrv  *fasthttp.Server
 	media       *embeddedMedia    // nil when --media-listen is empty
@@ -116,6 +117,7 @@ var startSteps = []struct {
 	{"listeners", (*startup).listen},
 	{"store", (*startup).openStore},
 	{"keys", (*startup).openKeys},
+	{"rate limits", (*startup).openRateLimits},
 	{"engine", (*startup).startEngine},
 	{"webhook sender", (*startup).startWebhookSender},
 	{"payments", (*startup).setUpPayments},
@@ -283,6 +285,28 @@ func (st *startup) openKeys() error {
 	return json.NewEncoder(out).Encode(res)
 }
 
+// openRateLimits builds the request-rate counter store: in this process,
+// or Redis shared by every node (docs/cluster.md). Redis is not asked
+// here: while it does not answer, decisions are local (ratelimit.Redis),
+// so a Redis outage never stops a node from starting.
+func (st *startup) openRateLimits() error {
+	if st.cfg.RateLimitStore != "redis" {
+		st.s.limiter = ratelimit.NewMemory()
+		return nil
+	}
+	m := st.m.RateLimits
+	r, err := ratelimit.NewRedis(ratelimit.RedisConfig{
+		URL: st.cfg.RedisURL, KeyPrefix: st.cfg.RedisKeyPrefix,
+		OnLocalDecision: m.DecidedLocally, OnReachable: m.StoreReachable,
+	})
+	if err != nil {
+		return fmt.Errorf("rate-limit store: %w", err)
+	}
+	st.onFailure(func() { _ = r.Close() })
+	st.s.limiter = r
+	return nil
+}
+
 // startEngine creates the actor engine and recovers every actor.
 func (st *startup) startEngine() error {
 	cfg := st.cfg
@@ -306,7 +330,7 @@ func (st *startup) startEngine() error {
 		// only its silence can mean it died.
 		MediaNodeRunsOnItsOwn: cfg.MediaControlURL != "",
 		WebhookAllowPrivate:   cfg.WebhookAllowPrivate,
-	}, st.s.store, st.clk, ratelimit.NewMemory(), st.keys, st.m)
+	}, st.s.store, st.clk, st.s.limiter, st.keys, st.m)
 	if err != nil {
 		return err
 	}
@@ -487,6 +511,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// A backup still running (its request outlived the drain) finishes
 	// before the store closes under it; none starts after this.
 	s.backups.stop()
+	if c, ok := s.limiter.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}

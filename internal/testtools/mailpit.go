@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -86,19 +87,7 @@ func StartMailpit(t testing.TB, extraArgs ...string) *MailpitServer {
 		"--database", filepath.Join(t.TempDir(), "mailpit.db"),
 		"--disable-version-check",
 		"--quiet"}, extraArgs...)
-	cmd := exec.Command(bin, args...)
-	var output strings.Builder
-	cmd.Stdout = &output
-	cmd.Stderr = &output
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	_, exited, output := startUntilTestEnds(t, bin, args...)
 
 	m := &MailpitServer{SMTPPort: smtpPort, APIURL: "http://127.0.0.1:" + strconv.Itoa(httpPort)}
 	ticker := time.NewTicker(mailpitPollInterval)
@@ -198,4 +187,26 @@ func getJSON(t testing.TB, u string, v any) {
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
+}
+
+// startUntilTestEnds starts bin with args, its output gathered, and kills
+// it when the test ends (resuming it first, should a test have paused it
+// with SIGSTOP). exited receives Wait's result.
+func startUntilTestEnds(t testing.TB, bin string, args ...string) (cmd *exec.Cmd, exited <-chan error, output *strings.Builder) {
+	t.Helper()
+	cmd = exec.Command(bin, args...)
+	output = &strings.Builder{}
+	cmd.Stdout = output
+	cmd.Stderr = output
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd, done, output
 }

@@ -1,0 +1,221 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// Bounds of the Redis store.
+const (
+	// DefaultRedisCallTimeout bounds one rate decision in Redis (one
+	// EVALSHA round trip). Past it the request is decided locally: a rate
+	// limit protects the service, so it must never be what makes the
+	// service slow.
+	DefaultRedisCallTimeout = 100 * time.Millisecond
+
+	// redisDownSeconds is how long, after a failed call, requests are
+	// decided locally without asking Redis. Without it, every request
+	// during an outage would wait out the call timeout first; with it, one
+	// request per redisDownSeconds probes whether Redis is back.
+	redisDownSeconds = 1
+
+	// MaxRedisKeyPrefixBytes bounds --redis-key-prefix.
+	MaxRedisKeyPrefixBytes = 64
+)
+
+// RedisConfig configures the Redis store.
+type RedisConfig struct {
+	// URL is redis://[user:password@]host:port/db, or rediss:// for TLS
+	// (go-redis's ParseURL).
+	URL string
+	// KeyPrefix starts every counter's key, so deployments (or tests) can
+	// share one Redis. Empty: "rtcd:".
+	KeyPrefix string
+	// CallTimeout bounds one decision in Redis; 0: DefaultRedisCallTimeout.
+	CallTimeout time.Duration
+	// OnLocalDecision, if set, is called for every request decided by this
+	// node's own counters because Redis did not answer (a metric).
+	OnLocalDecision func()
+	// OnReachable, if set, is called when Redis stops answering (false)
+	// and when it answers again (true) (a gauge).
+	OnReachable func(reachable bool)
+}
+
+// Redis is the Store several nodes share: GCRA counters (go-redis's
+// redis_rate, one Lua script per decision) in one Redis, read against
+// Redis's own clock, so every node's requests draw on one budget per key.
+//
+// A limit of L per minute is GCRA with rate L per minute and burst L: a
+// quiet key admits L requests at once, then one every 60/L seconds. Unlike
+// the fixed windows of Memory it never admits 2L around a window's edge.
+//
+// When Redis does not answer within the call timeout (down, paused, or the
+// network dropped), the request is decided by this node's in-process
+// counters (a Memory) and the decision is counted (OnLocalDecision); the
+// first failure and the recovery are logged once each. Rate limits protect
+// the service from floods, while admission rules that must be exact (room
+// caps, quotas, credit) never depend on Redis, so failing to local counters
+// keeps the service up and every node still bounded by the full limit: a
+// cluster of N nodes admits at most N times the limit until Redis is back.
+type Redis struct {
+	client          *redis.Client
+	limiter         *redis_rate.Limiter
+	keyPrefix       string
+	callTimeout     time.Duration
+	local           *Memory
+	onLocalDecision func()
+	onReachable     func(bool)
+
+	// downUntilUnixNano is when, after a failure, Redis is asked again;
+	// zero while Redis answers.
+	downUntilUnixNano atomic.Int64
+	// stateMu orders the reachable/unreachable transitions so the log
+	// lines and the gauge do not interleave.
+	stateMu     sync.Mutex
+	unreachable bool
+}
+
+// Compile-time check that Redis satisfies Store.
+var _ Store = (*Redis)(nil)
+
+// NewRedis returns a Redis store for cfg. It does not connect: the first
+// decision (or Ping) does.
+func NewRedis(cfg RedisConfig) (*Redis, error) {
+	opts, err := ParseRedisURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRedisKeyPrefix(cfg.KeyPrefix); err != nil {
+		return nil, err
+	}
+	timeout := cfg.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultRedisCallTimeout
+	}
+	// One try per decision, bounded by the context: go-redis's default
+	// retries would multiply the wait during an outage.
+	opts.MaxRetries = -1
+	opts.DialTimeout = timeout
+	opts.ReadTimeout = timeout
+	opts.WriteTimeout = timeout
+	opts.ContextTimeoutEnabled = true
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = "rtcd:"
+	}
+	client := redis.NewClient(opts)
+	return &Redis{
+		client: client, limiter: redis_rate.NewLimiter(client),
+		keyPrefix: prefix, callTimeout: timeout, local: NewMemory(),
+		onLocalDecision: cfg.OnLocalDecision, onReachable: cfg.OnReachable,
+	}, nil
+}
+
+// ParseRedisURL checks a --redis-url and returns go-redis's options for it.
+func ParseRedisURL(u string) (*redis.Options, error) {
+	if u == "" {
+		return nil, errors.New("the Redis URL is empty")
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("Redis URL: %w (want redis://host:port/db or rediss://…)", err)
+	}
+	return opts, nil
+}
+
+// CheckRedisKeyPrefix checks a --redis-key-prefix: printable ASCII without
+// spaces, at most MaxRedisKeyPrefixBytes.
+func CheckRedisKeyPrefix(p string) error {
+	if len(p) > MaxRedisKeyPrefixBytes {
+		return fmt.Errorf("the Redis key prefix is %d bytes, at most %d", len(p), MaxRedisKeyPrefixBytes)
+	}
+	if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return fmt.Errorf("the Redis key prefix %q: use printable ASCII without spaces", p)
+	}
+	return nil
+}
+
+// Ping asks Redis once whether it answers.
+func (r *Redis) Ping(ctx context.Context) error {
+	return r.client.Ping(ctx).Err()
+}
+
+// Allow decides one request in Redis, or locally while Redis does not
+// answer (see Redis). now is only used for the local decisions and for
+// when to ask Redis again: Redis decides against its own clock, the one
+// clock every node shares.
+func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
+	if limitPerMinute <= 0 {
+		return denied(limitPerMinute, now)
+	}
+	if until := r.downUntilUnixNano.Load(); until != 0 && now.UnixNano() < until {
+		return r.decideLocally(key, limitPerMinute, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.callTimeout)
+	res, err := r.limiter.Allow(ctx, r.keyPrefix+key, redis_rate.PerMinute(limitPerMinute))
+	cancel()
+	if err != nil {
+		r.markUnreachable(err, now)
+		return r.decideLocally(key, limitPerMinute, now)
+	}
+	r.markReachable()
+	if res.Allowed > 0 {
+		return Decision{Allowed: true, Limit: limitPerMinute, Remaining: res.Remaining}
+	}
+	return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(res.RetryAfter)}
+}
+
+func (r *Redis) decideLocally(key string, limitPerMinute int, now time.Time) Decision {
+	if r.onLocalDecision != nil {
+		r.onLocalDecision()
+	}
+	return r.local.Allow(key, limitPerMinute, now)
+}
+
+func (r *Redis) markUnreachable(err error, now time.Time) {
+	r.downUntilUnixNano.Store(now.Add(redisDownSeconds * time.Second).UnixNano())
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	if r.unreachable {
+		return
+	}
+	r.unreachable = true
+	slog.Warn("the rate-limit store (Redis) does not answer: requests are limited by this node's own counters until it does",
+		"err", err, "retry_seconds", redisDownSeconds)
+	if r.onReachable != nil {
+		r.onReachable(false)
+	}
+}
+
+func (r *Redis) markReachable() {
+	if r.downUntilUnixNano.Load() == 0 {
+		return
+	}
+	r.downUntilUnixNano.Store(0)
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	if !r.unreachable {
+		return
+	}
+	r.unreachable = false
+	slog.Info("the rate-limit store (Redis) answers again: limits are shared by every node again")
+	if r.onReachable != nil {
+		r.onReachable(true)
+	}
+}
+
+// Sweep drops the local counters of past windows (see Memory.Sweep); the
+// counters in Redis expire on their own.
+func (r *Redis) Sweep(now time.Time) int { return r.local.Sweep(now) }
+
+// Close closes the connections to Redis.
+func (r *Redis) Close() error { return r.client.Close() }
