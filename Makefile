@@ -59,7 +59,7 @@ SDK_MODULES = $(sort $(dir $(wildcard sdk/*/go.mod)))
 # (-p 1), after the others, so that no two of them share the machine's
 # cores and time out each other's waits. Their rtcd binaries are built
 # without the race detector; the tests themselves run with it.
-MANY_PROCESS_PKGS = rtcd/e2e rtcd/loadtest rtcd/persistence/jsstore
+MANY_PROCESS_PKGS = rtcd/e2e rtcd/loadtest rtcd/persistence/jsstore rtcd/cluster
 
 ## test: gofmt check, go vet, the web build check, then every test with the race detector
 ## (the service, its browser tests in Chromium, the end-to-end suite again on a NATS

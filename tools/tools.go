@@ -6,7 +6,8 @@
 // generates a Go client from docs/openapi.yaml, with the runtime library
 // that client imports (e2e/openapi_clients_test.go). The module also holds
 // promqlcheck, which parses the PromQL of deploy/ with Prometheus's own
-// parser (e2e/deploy_metrics_test.go). Keeping them in a module of
+// parser (e2e/deploy_metrics_test.go), and etcd (tools/etcd: etcd's own
+// server, the cluster tests' membership store). Keeping them in a module of
 // their own keeps rtcd's go.mod lean; the build tag keeps this file out of
 // every normal build.
 package tools

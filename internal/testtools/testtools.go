@@ -1,7 +1,7 @@
 // Package testtools finds or builds the programs tests run as real
-// components (stripe-mock, mailpit), which are pinned in the tools module
-// (tools/go.mod) so the service's own go.mod stays lean, finds the ones
-// tests take from PATH (promtool, openssl), and skips a test whose program
+// components (stripe-mock, mailpit, etcd), which are pinned in the tools
+// module (tools/go.mod) so the service's own go.mod stays lean, finds the
+// ones tests take from PATH (promtool, openssl, redis-server), and skips a test whose program
 // is missing, or fails it in CI (require.go). It is for tests only.
 package testtools
 
