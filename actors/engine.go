@@ -171,6 +171,11 @@ func (e *Engine) Start() error {
 	if err := projects.Wait(); err != nil {
 		return err
 	}
+	// Every project has published its keys: index those of a store
+	// written before the index existed.
+	if err := e.ensureKeyHashIndex(); err != nil {
+		return fmt.Errorf("key-hash index: %w", err)
+	}
 	// The directory last: creating a workspace or project spawns wallet
 	// and project actors, which must not race the recovery of their peers.
 	directory := &core.Recovery{}

@@ -19,6 +19,7 @@ const (
 	PrefixPart         = "pt/" // pt/<projectID>/<roomID>/<participantID>      -> participant read record
 	PrefixPartIdx      = "pi/" // pi/<projectID>/<roomID>/<inv:8><participantID> -> participantID
 	PrefixKeyIdx       = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
+	PrefixKeyHash      = "kh/" // kh/<hex of the key's keyed hash>             -> projectID (routes a key to its project's node; written once)
 	PrefixAudit        = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
 	PrefixIdem         = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
 	PrefixIdemExp      = "ie/" // ie/<projectID>/<nanos:8><scope:32>           -> (expiry index of id/, oldest first)

@@ -1,10 +1,12 @@
 package core
 
 import (
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"rtcd/persistence"
 	"rtcd/scopes"
 )
 
@@ -191,6 +193,21 @@ func (r *KeyRegistry) Update(f func(m map[[32]byte]*KeyRecord)) {
 			return
 		}
 	}
+}
+
+// RangeHashes calls f for every active key's hash and record.
+func (r *KeyRegistry) RangeHashes(f func(hash [32]byte, rec *KeyRecord)) {
+	for hash, rec := range *r.m.Load() {
+		f(hash, rec)
+	}
+}
+
+// KeyHashKey is the store key of the kh/ record that names the project of
+// the API key with hash: written in the batch that creates the key, never
+// changed (a revoked key still maps to its project, whose owner refuses
+// it), so a node that routes requests by it may cache it forever.
+func KeyHashKey(hash [32]byte) []byte {
+	return persistence.Key(persistence.PrefixKeyHash, hex.EncodeToString(hash[:]))
 }
 
 // Range calls f for every active key's record (tests, metrics).

@@ -61,7 +61,8 @@ func newProjectState(p core.Project) *projectState {
 
 // Genesis writes a new project into b: its p/ entry (the directory
 // of projects recovery reads) and its first snapshot (sequence 0), holding
-// firstKey when there is one (bootstrap's key, with its ki/ record). Every
+// firstKey when there is one (bootstrap's key, with its ki/ and kh/
+// records). Every
 // project starts here: bootstrap's, each new workspace's and each created
 // in the dashboard.
 func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectState {
@@ -69,6 +70,7 @@ func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectSta
 	if firstKey != nil {
 		core.ApplyAll(s, projectEvent{APIKeyCreated: firstKey})
 		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), core.MustJSON(firstKey.View()))
+		b.Set(core.KeyHashKey(firstKey.Hash), []byte(p.ID))
 	}
 	b.Set(persistence.Key(persistence.PrefixProject, p.ID), nil)
 	persistence.WriteSnapshotAt(b, Journal(p.ID), 0, core.Encode(s))

@@ -311,6 +311,7 @@ func (a *projectActor) createKey(m CreateKey, r *core.Envelope) {
 
 	b := env.Store.NewBatch()
 	b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, a.id, key.CreatedAt.UnixNano(), key.ID), record)
+	b.Set(core.KeyHashKey(key.Hash), []byte(a.id))
 	a.env.Audit.Project(b, a.id, &m.Caller, "api_key.created", core.AuditTarget{Type: "api_key", ID: key.ID},
 		map[string]any{"name": key.Name, "scopes": v.Scopes})
 	if m.Idem != nil {
