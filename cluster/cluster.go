@@ -37,7 +37,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -46,16 +45,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -89,6 +87,11 @@ const (
 	etcdKeyRoot = "/rtcd/"
 	// forwardPath is the node-to-node listener's one route.
 	forwardPath = "/cluster/v1/forward"
+	// maxConnsPerMember bounds the connections this node keeps to one
+	// other member (fasthttp's pool): one per forwarded request in flight.
+	maxConnsPerMember = 1024
+	// leaveTimeout bounds the listener's drain when the node leaves.
+	leaveTimeout = 5 * time.Second
 	// secretHeader carries the cluster's shared secret between nodes.
 	secretHeader = "X-Rtcd-Cluster-Secret"
 )
@@ -121,7 +124,8 @@ type Config struct {
 	// refused.
 	Secret string
 	// Serve runs a forwarded raw HTTP request for projectID on this node,
-	// its owner, and returns the raw HTTP response.
+	// its owner, and returns the raw HTTP response. request is valid only
+	// until Serve returns.
 	Serve func(projectID string, request []byte) []byte
 	// OnPlaced and OnMoved, if set, are called when a project becomes
 	// active here (before its first request is served) and when it stops
@@ -143,8 +147,8 @@ type Node struct {
 	prefix string // etcd key prefix of the cluster's members
 	etcd   *clientv3.Client
 	ln     net.Listener
-	srv    *http.Server
-	client *http.Client
+	srv    *fasthttp.Server
+	client *fasthttp.Client
 
 	ctx    context.Context // ends at Leave
 	cancel context.CancelFunc
@@ -200,7 +204,10 @@ func Join(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, self: Member{ID: hex.EncodeToString(idBytes), Address: advertise},
 		prefix: etcdKeyRoot + cfg.Name + "/members/", etcd: etcd, ln: ln,
-		client: &http.Client{Timeout: ForwardTimeout},
+		client: &fasthttp.Client{
+			MaxConnsPerHost: maxConnsPerMember, MaxResponseBodySize: MaxForwardedBytes,
+			ReadTimeout: ForwardTimeout, WriteTimeout: ForwardTimeout, NoDefaultUserAgentHeader: true,
+		},
 		active: map[string]bool{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -218,9 +225,8 @@ func Join(cfg Config) (*Node, error) {
 		ln.Close()
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+forwardPath, n.handleForward)
-	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: ForwardTimeout}
+	n.srv = &fasthttp.Server{Handler: n.handleForward, Name: "rtcd-cluster",
+		MaxRequestBodySize: MaxForwardedBytes, ReadTimeout: ForwardTimeout, WriteTimeout: ForwardTimeout}
 	n.done.Add(3)
 	go func() { defer n.done.Done(); _ = n.srv.Serve(ln) }()
 	go func() { defer n.done.Done(); n.watchMembers(rev) }()
@@ -455,30 +461,29 @@ func (n *Node) Forward(projectID string, request []byte) ([]byte, error) {
 	if owner.ID == n.self.ID {
 		return n.serveOwned(projectID, request)
 	}
-	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost,
-		"http://"+owner.Address+forwardPath+"?project="+url.QueryEscape(projectID), bytes.NewReader(request))
-	if err != nil {
-		return nil, err
-	}
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + owner.Address + forwardPath + "?project=" + url.QueryEscape(projectID))
 	req.Header.Set(secretHeader, n.cfg.Secret)
-	res, err := n.client.Do(req)
-	if err != nil {
+	req.SetBodyRaw(request)
+	if err := n.client.DoTimeout(req, res, ForwardTimeout); err != nil {
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			return nil, ErrForwardTooLarge
+		}
 		return nil, fmt.Errorf("cluster: forward to %s: %w", owner.Address, err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, MaxForwardedBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: forward to %s: %w", owner.Address, err)
-	}
-	switch {
-	case res.StatusCode == http.StatusMisdirectedRequest:
+	switch res.StatusCode() {
+	case fasthttp.StatusOK:
+		return append([]byte(nil), res.Body()...), nil
+	case fasthttp.StatusMisdirectedRequest:
 		return nil, ErrNotOwner
-	case res.StatusCode == http.StatusRequestEntityTooLarge || len(body) > MaxForwardedBytes:
+	case fasthttp.StatusRequestEntityTooLarge:
 		return nil, ErrForwardTooLarge
-	case res.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("cluster: forward to %s: %s: %s", owner.Address, res.Status, body)
+	default:
+		return nil, fmt.Errorf("cluster: forward to %s: %d: %s", owner.Address, res.StatusCode(), res.Body())
 	}
-	return body, nil
 }
 
 // serveOwned serves a request for a project this node should own: only
@@ -518,30 +523,30 @@ func (n *Node) serveOwned(projectID string, request []byte) ([]byte, error) {
 	return response, nil
 }
 
-// handleForward is the owner's side of Forward.
-func (n *Node) handleForward(w http.ResponseWriter, r *http.Request) {
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get(secretHeader)), []byte(n.cfg.Secret)) != 1 {
-		http.Error(w, "not a member of this cluster", http.StatusForbidden)
+// handleForward is the owner's side of Forward: the listener's one route.
+func (n *Node) handleForward(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() || string(ctx.Path()) != forwardPath {
+		ctx.Error("not found", fasthttp.StatusNotFound)
 		return
 	}
-	projectID := r.URL.Query().Get("project")
+	if subtle.ConstantTimeCompare(ctx.Request.Header.Peek(secretHeader), []byte(n.cfg.Secret)) != 1 {
+		ctx.Error("not a member of this cluster", fasthttp.StatusForbidden)
+		return
+	}
+	projectID := string(ctx.QueryArgs().Peek("project"))
 	if projectID == "" || len(projectID) > MaxProjectIDBytes {
-		http.Error(w, "project id missing or too long", http.StatusBadRequest)
+		ctx.Error("project id missing or too long", fasthttp.StatusBadRequest)
 		return
 	}
-	request, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxForwardedBytes))
-	if err != nil {
-		http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
-		return
-	}
-	response, err := n.serveOwned(projectID, request)
+	// The server refused bodies above MaxForwardedBytes before this.
+	response, err := n.serveOwned(projectID, ctx.PostBody())
 	switch {
 	case errors.Is(err, ErrNotOwner), errors.Is(err, ErrNotMember):
-		http.Error(w, err.Error(), http.StatusMisdirectedRequest)
+		ctx.Error(err.Error(), fasthttp.StatusMisdirectedRequest)
 	case errors.Is(err, ErrForwardTooLarge):
-		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		ctx.Error(err.Error(), fasthttp.StatusRequestEntityTooLarge)
 	default:
-		_, _ = w.Write(response)
+		ctx.SetBody(response)
 	}
 }
 
@@ -553,7 +558,9 @@ func (n *Node) Leave() {
 		_, _ = n.etcd.Delete(ctx, n.prefix+n.self.ID)
 		cancel()
 		n.cancel()
-		_ = n.srv.Close()
+		shutdown, cancelShutdown := context.WithTimeout(context.Background(), leaveTimeout)
+		_ = n.srv.ShutdownWithContext(shutdown)
+		cancelShutdown()
 		n.done.Wait()
 		n.dropOwnership()
 		_ = n.etcd.Close()
