@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"rtcd/actors"
+	"rtcd/internal/testtools"
 	"rtcd/persistence"
+	"rtcd/ratelimit"
 )
 
 // participantsPerRoom is how many participants the benchmarks that need
@@ -72,6 +74,37 @@ func BenchmarkConnect(b *testing.B) {
 			}
 		}
 		reportVsBaseline(b, "durable_commit", durableCommit(f.store))
+	})
+	b.Run("reconnect_redis_limits", func(b *testing.B) {
+		// The same reconnect with the rate counters in Redis, as in a
+		// cluster (two decisions per connect: per source IP and per
+		// project, one round trip each); x_memory_limits is the multiple
+		// of the same reconnect counted in process.
+		redis := testtools.StartRedis(b)
+		limiter, err := ratelimit.NewRedis(ratelimit.RedisConfig{URL: redis.URL})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer limiter.Close()
+		f := newFixtureLimited(b, benchSettings(), nil, limiter)
+		_, token := f.connectedParticipant(b)
+		p := &actors.ConnectParams{Token: &token}
+		local := newFixture(b)
+		_, localToken := local.connectedParticipant(b)
+		localParams := &actors.ConnectParams{Token: &localToken}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, aerr := f.e.Connect(p, "192.0.2.1"); aerr != nil {
+				b.Fatal(aerr)
+			}
+		}
+		reportVsBaseline(b, "memory_limits", func() error {
+			if _, aerr := local.e.Connect(localParams, "192.0.2.1"); aerr != nil {
+				return fmt.Errorf("%v", aerr)
+			}
+			return nil
+		})
 	})
 	b.Run("parallel", func(b *testing.B) {
 		f := newFixture(b)

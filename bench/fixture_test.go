@@ -76,6 +76,7 @@ type fixture struct {
 	clk      *clock.Fake
 	settings actors.Settings
 	metrics  *metrics.Metrics // nil: the engine's own, read by nobody
+	limiter  ratelimit.Store  // nil: in process (ratelimit.Memory)
 	store    *persistence.Store
 	e        *actors.Engine
 	caller   *actors.Caller
@@ -92,7 +93,14 @@ func newFixture(tb testing.TB) *fixture {
 // benchmark reads (m nil: none).
 func newFixtureWith(tb testing.TB, settings actors.Settings, m *metrics.Metrics) *fixture {
 	tb.Helper()
-	f := &fixture{dir: tb.TempDir(), keys: benchKeys(tb), clk: clock.NewFake(benchStart), settings: settings, metrics: m}
+	return newFixtureLimited(tb, settings, m, nil)
+}
+
+// newFixtureLimited is newFixtureWith counting rates in limiter (nil: in
+// process).
+func newFixtureLimited(tb testing.TB, settings actors.Settings, m *metrics.Metrics, limiter ratelimit.Store) *fixture {
+	tb.Helper()
+	f := &fixture{dir: tb.TempDir(), keys: benchKeys(tb), clk: clock.NewFake(benchStart), settings: settings, metrics: m, limiter: limiter}
 	f.store = openStore(tb, f.dir)
 	boot, err := actors.Bootstrap(f.store, f.keys, f.clk, actors.Billing{Currency: "USD"}, "owner@example.com")
 	if err != nil {
@@ -111,7 +119,11 @@ func newFixtureWith(tb testing.TB, settings actors.Settings, m *metrics.Metrics)
 // start recovers an engine from the store (New and Start).
 func (f *fixture) start(tb testing.TB) {
 	tb.Helper()
-	e, err := actors.New(f.settings, f.store, f.clk, ratelimit.NewMemory(), f.keys, f.metrics)
+	limiter := f.limiter
+	if limiter == nil {
+		limiter = ratelimit.NewMemory()
+	}
+	e, err := actors.New(f.settings, f.store, f.clk, limiter, f.keys, f.metrics)
 	if err != nil {
 		tb.Fatal(err)
 	}
