@@ -142,9 +142,10 @@ func TestRateLimitConnectPerIP(t *testing.T) {
 
 // Two servers on one Redis (--rate-limit-store=redis) draw on one budget:
 // the per-source-IP connect limit (checked before the token, so it needs no
-// shared project) admits its limit across both, then refuses on both. While
-// Redis does not answer each server limits by its own counters, says so in
-// its metrics, and shares again once Redis is back.
+// shared project) admits its limit across both, then refuses on both, and
+// keeps refusing from memory until Redis's wait has passed. While Redis
+// does not answer each server limits by its own counters, says so in its
+// metrics, and shares again once Redis is back.
 func TestRateLimitsSharedThroughRedis(t *testing.T) {
 	redis := testtools.StartRedis(t)
 	const limit = 4
@@ -168,10 +169,18 @@ func TestRateLimitsSharedThroughRedis(t *testing.T) {
 		node.mfAwait("rtcd_rate_limit_local_decisions_total", nil, 0)
 	}
 
-	// Redis stops answering: each server decides alone, with its own full
-	// budget, and reports it.
+	// The refusal is remembered until Redis's wait has passed: with Redis
+	// paused, still refused, without asking it.
 	redis.Pause(t)
 	for _, node := range []*env{a, b} {
+		mustRateLimited(t, connect(node), limit, "connect_per_ip_per_minute", -1)
+		node.mfAwait("rtcd_rate_limit_local_decisions_total", nil, 0)
+	}
+
+	// Past the wait, Redis is asked and does not answer: each server
+	// decides alone, with its own full budget, and reports it.
+	for _, node := range []*env{a, b} {
+		node.clock.Advance(16 * time.Second)
 		for i := 0; i < limit; i++ {
 			connect(node).mustErr(t, 401, "participant_token_invalid")
 		}
@@ -181,7 +190,8 @@ func TestRateLimitsSharedThroughRedis(t *testing.T) {
 	}
 
 	// Back: after the retry interval each server asks Redis again, whose
-	// shared budget is still spent.
+	// shared budget is still spent (Redis's clock has moved on by the
+	// test's real time only).
 	redis.Resume(t)
 	for _, node := range []*env{a, b} {
 		node.clock.Advance(time.Second)

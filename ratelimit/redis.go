@@ -58,6 +58,10 @@ type RedisConfig struct {
 // quiet key admits L requests at once, then one every 60/L seconds. Unlike
 // the fixed windows of Memory it never admits 2L around a window's edge.
 //
+// A key Redis denied is answered from memory until the wait Redis gave
+// has passed (denialCache): exact, since nothing but time frees budget,
+// and it keeps a flood from one source off Redis.
+//
 // When Redis does not answer within the call timeout (down, paused, or the
 // network dropped), the request is decided by this node's in-process
 // counters (a Memory) and the decision is counted (OnLocalDecision); the
@@ -72,6 +76,7 @@ type Redis struct {
 	keyPrefix       string
 	callTimeout     time.Duration
 	local           *Memory
+	denials         denialCache // keys Redis denied, until when (see denialCache)
 	onLocalDecision func()
 	onReachable     func(bool)
 
@@ -157,11 +162,15 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	if limitPerMinute <= 0 {
 		return denied(limitPerMinute, now)
 	}
+	key = r.keyPrefix + key
+	if until, ok := r.denials.deniedUntil(key, now); ok {
+		return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(until.Sub(now))}
+	}
 	if until := r.downUntilUnixNano.Load(); until != 0 && now.UnixNano() < until {
 		return r.decideLocally(key, limitPerMinute, now)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.callTimeout)
-	res, err := r.limiter.Allow(ctx, r.keyPrefix+key, redis_rate.PerMinute(limitPerMinute))
+	res, err := r.limiter.Allow(ctx, key, redis_rate.PerMinute(limitPerMinute))
 	cancel()
 	if err != nil {
 		r.markUnreachable(err, now)
@@ -171,6 +180,7 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	if res.Allowed > 0 {
 		return Decision{Allowed: true, Limit: limitPerMinute, Remaining: res.Remaining}
 	}
+	r.denials.deny(key, now.Add(res.RetryAfter), now)
 	return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(res.RetryAfter)}
 }
 

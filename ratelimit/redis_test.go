@@ -193,6 +193,68 @@ func TestRedisUnreachableFallsBackToLocalCounters(t *testing.T) {
 	}
 }
 
+// A denial is answered from memory until the wait Redis gave has passed:
+// with Redis paused, a denied key is still denied without asking it (no
+// local decision), with a Retry-After that counts down; past the wait,
+// Redis is asked again.
+func TestRedisDenialsAreAnsweredFromMemory(t *testing.T) {
+	srv := testtools.StartRedis(t)
+	var events redisEvents
+	s := newRedisStore(t, events.config(srv.URL, "t3:"))
+	now := at(0, 0, 0)
+	for i := 0; i < 2; i++ {
+		if d := s.Allow("k", 2, now); !d.Allowed {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+	first := s.Allow("k", 2, now)
+	// GCRA at 2 per minute frees one request every 30 seconds.
+	if first.Allowed || first.RetryAfterSeconds < 29 || first.RetryAfterSeconds > 30 {
+		t.Fatalf("past the limit: %+v, want denied for 30 s", first)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	later := now.Add(10 * time.Second)
+	if d := s.Allow("k", 2, later); d.Allowed || d.RetryAfterSeconds != first.RetryAfterSeconds-10 || d.Limit != 2 {
+		t.Fatalf("10 s later: %+v, want denied for %d s", d, first.RetryAfterSeconds-10)
+	}
+	if n := events.localDecisions.Load(); n != 0 {
+		t.Fatalf("%d local decisions: the cached denial asked Redis", n)
+	}
+	// Past the wait, Redis is asked (and, paused, decides nothing).
+	if d := s.Allow("k", 2, now.Add(time.Duration(first.RetryAfterSeconds)*time.Second)); !d.Allowed {
+		t.Fatalf("past the wait: %+v", d)
+	}
+	if n := events.localDecisions.Load(); n != 1 {
+		t.Fatalf("%d local decisions, want 1 (Redis asked and silent)", n)
+	}
+}
+
+// The denial cache is bounded per shard: when a shard is full of denials
+// that have not ended, a new one is not cached; ended ones make room.
+func TestDenialCacheIsBounded(t *testing.T) {
+	var c denialCache
+	now := at(0, 0, 0)
+	keys := keysInShard(t, 7, maxDenialsPerShard+1)
+	for _, k := range keys[:maxDenialsPerShard] {
+		c.deny(k, now.Add(time.Minute), now)
+	}
+	last := keys[maxDenialsPerShard]
+	c.deny(last, now.Add(time.Minute), now)
+	if _, ok := c.deniedUntil(last, now); ok {
+		t.Fatal("a denial was cached in a full shard")
+	}
+	// A minute later every cached denial has ended: room again.
+	later := now.Add(time.Minute)
+	c.deny(last, later.Add(time.Minute), later)
+	if _, ok := c.deniedUntil(last, later); !ok {
+		t.Fatal("no room after the denials ended")
+	}
+	if n := len(c.shards[7].untilNano); n != 1 {
+		t.Fatalf("%d denials left in the shard, want 1", n)
+	}
+}
+
 func TestRedisConfigIsChecked(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  RedisConfig
@@ -207,4 +269,35 @@ func TestRedisConfigIsChecked(t *testing.T) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.cfg, err, tc.want)
 		}
 	}
+}
+
+// One decision in Redis against one answered from the denial cache: what a
+// flood from one source costs once it is over its limit.
+func BenchmarkRedisAllow(b *testing.B) {
+	srv := testtools.StartRedis(b)
+	s, err := NewRedis(RedisConfig{URL: srv.URL, KeyPrefix: "bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := at(0, 0, 0)
+	b.Run("asked", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if d := s.Allow("open", 1<<30, now); !d.Allowed {
+				b.Fatalf("%+v", d)
+			}
+		}
+	})
+	b.Run("denied_from_memory", func(b *testing.B) {
+		s.Allow("flood", 1, now)
+		if d := s.Allow("flood", 1, now); d.Allowed {
+			b.Fatalf("%+v", d)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if d := s.Allow("flood", 1, now); d.Allowed {
+				b.Fatalf("%+v", d)
+			}
+		}
+	})
 }
