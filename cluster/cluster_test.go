@@ -9,9 +9,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -413,5 +415,142 @@ func TestPausedMemberIsFencedAndRejoins(t *testing.T) {
 		if s := mustForward(t, c, id); s.by != b.id || s.placed != 2 || s.generation != 2 {
 			t.Fatalf("%s after b rejoined: %+v, want served by b, placed twice, second registration", id, s)
 		}
+	}
+}
+
+// unjoinedNode is a Node with a member list and a lease but no etcd or
+// listener, for the placement rules alone.
+func unjoinedNode(self string, members ...string) *Node {
+	n := &Node{self: Member{ID: self}, active: map[string]bool{}, placing: map[string]chan struct{}{},
+		moving: map[string]chan struct{}{}, leaseValidUntil: time.Now().Add(time.Hour)}
+	var ms []Member
+	for _, id := range members {
+		ms = append(ms, Member{ID: id})
+	}
+	n.setMembers(ms, 1)
+	return n
+}
+
+// A project's first requests, arriving together, place it once.
+func TestPlaceCallsOnPlacedOnce(t *testing.T) {
+	n := unjoinedNode("a", "a")
+	var placed atomic.Int64
+	release := make(chan struct{})
+	n.cfg.OnPlaced = func(string) { placed.Add(1); <-release }
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- n.place("p") }()
+	}
+	// The other seven wait for the first's OnPlaced, parked in place.
+	deadline := time.Now().Add(10 * time.Second)
+	for testtools.Parked("chan receive", "rtcd/cluster.(*Node).place") != 7 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other requests did not wait for the placement")
+		}
+		time.Sleep(time.Millisecond) // polling the goroutines' states
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if placed.Load() != 1 || !n.active["p"] {
+		t.Fatalf("placed %d times, active %v", placed.Load(), n.active["p"])
+	}
+}
+
+// The members change while a project is being placed, so that another
+// node owns it: it is not made active, and OnMoved follows its OnPlaced.
+func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
+	// Find a project that "a" owns among {a} but "b" owns among {a, b}.
+	var id string
+	for i := 0; id == ""; i++ {
+		p := fmt.Sprintf("proj_%d", i)
+		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
+			id = p
+		}
+	}
+	n := unjoinedNode("a", "a")
+	var events []string
+	n.cfg.OnPlaced = func(p string) {
+		events = append(events, "placed "+p)
+		n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins meanwhile
+	}
+	n.cfg.OnMoved = func(p string) { events = append(events, "moved "+p) }
+	if err := n.place(id); err != ErrNotOwner {
+		t.Fatalf("place: %v, want ErrNotOwner", err)
+	}
+	if want := []string{"placed " + id, "moved " + id}; !slices.Equal(events, want) || n.active[id] {
+		t.Fatalf("events %v (active %v), want %v", events, n.active[id], want)
+	}
+	// The lease lost while placing: the same.
+	events = nil
+	m := unjoinedNode("a", "a")
+	m.cfg.OnPlaced = func(p string) { events = append(events, "placed "+p); m.dropOwnership() }
+	m.cfg.OnMoved = n.cfg.OnMoved
+	if err := m.place("q"); err != ErrNotMember {
+		t.Fatalf("place: %v, want ErrNotMember", err)
+	}
+	if want := []string{"placed q", "moved q"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+}
+
+// A project moved away and back while its OnMoved still runs is placed
+// again only after that OnMoved returns: OnPlaced and OnMoved alternate.
+func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
+	var id string
+	for i := 0; id == ""; i++ {
+		p := fmt.Sprintf("proj_%d", i)
+		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
+			id = p
+		}
+	}
+	n := unjoinedNode("a", "a")
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
+	release := make(chan struct{})
+	n.cfg.OnPlaced = func(p string) { note("placed") }
+	n.cfg.OnMoved = func(p string) { note("moving"); <-release; note("moved") }
+	if err := n.place(id); err != nil {
+		t.Fatal(err)
+	}
+	go n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves, OnMoved blocks
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		started := len(events) == 2
+		mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("OnMoved did not start")
+		}
+		time.Sleep(time.Millisecond) // polling the goroutine
+	}
+	n.setMembers([]Member{{ID: "a"}}, 3) // b leaves: id is a's again
+	placed := make(chan error, 1)
+	go func() { placed <- n.place(id) }()
+	for testtools.Parked("chan receive", "rtcd/cluster.(*Node).place") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("place did not wait for the move")
+		}
+		time.Sleep(time.Millisecond) // polling the goroutines' states
+	}
+	close(release)
+	if err := <-placed; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"placed", "moving", "moved", "placed"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
 	}
 }

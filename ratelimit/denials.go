@@ -15,10 +15,11 @@ const maxDenialsPerShard = 1024
 // key Redis denied until T stays denied until T whatever any node does:
 // answering such requests from memory is exact, and a flood from one
 // source (the case rate limits exist for) costs Redis one round trip per
-// retry interval instead of one per request. T is the node's clock at the
-// answer plus Redis's wait, so it ends at most one round trip after
-// Redis's own: stricter, never looser. A change of the key's limit takes
-// effect when the cached denial ends (at most 60/L seconds).
+// retry interval instead of one per request. T is the node's clock before
+// the call plus Redis's wait, so it ends up to one round trip before
+// Redis's own (Redis is then asked again, and may deny again): never
+// looser. A raised limit takes effect when the cached denial ends (at most
+// 60/L seconds).
 type denialCache struct {
 	shards [shardCount]denialShard
 }

@@ -37,8 +37,9 @@ type RedisConfig struct {
 	// URL is redis://[user:password@]host:port/db, or rediss:// for TLS
 	// (go-redis's ParseURL).
 	URL string
-	// KeyPrefix starts every counter's key, so deployments (or tests) can
-	// share one Redis. Empty: "rtcd:".
+	// KeyPrefix starts every counter's key after redis_rate's own "rate:"
+	// (the key in Redis is "rate:" + KeyPrefix + key), so deployments (or
+	// tests) can share one Redis. Empty: "rtcd:".
 	KeyPrefix string
 	// CallTimeout bounds one decision in Redis; 0: DefaultRedisCallTimeout.
 	CallTimeout time.Duration
@@ -84,9 +85,10 @@ type Redis struct {
 	// zero while Redis answers.
 	downUntilUnixNano atomic.Int64
 	// stateMu orders the reachable/unreachable transitions so the log
-	// lines and the gauge do not interleave.
-	stateMu     sync.Mutex
-	unreachable bool
+	// lines and the gauge do not interleave (see markUnreachable).
+	stateMu        sync.Mutex
+	unreachable    bool
+	unreachableNow atomic.Bool
 }
 
 // Compile-time check that Redis satisfies Store.
@@ -166,8 +168,12 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	if until, ok := r.denials.deniedUntil(key, now); ok {
 		return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(until.Sub(now))}
 	}
-	if until := r.downUntilUnixNano.Load(); until != 0 && now.UnixNano() < until {
-		return r.decideLocally(key, limitPerMinute, now)
+	if until := r.downUntilUnixNano.Load(); until != 0 {
+		// Redis failed lately: one caller a retry interval probes it (the
+		// one whose swap wins), every other decides locally meanwhile.
+		if now.UnixNano() < until || !r.downUntilUnixNano.CompareAndSwap(until, now.Add(redisDownSeconds*time.Second).UnixNano()) {
+			return r.decideLocally(key, limitPerMinute, now)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.callTimeout)
 	res, err := r.limiter.Allow(ctx, key, redis_rate.PerMinute(limitPerMinute))
@@ -191,15 +197,21 @@ func (r *Redis) decideLocally(key string, limitPerMinute int, now time.Time) Dec
 	return r.local.Allow(key, limitPerMinute, now)
 }
 
+// markUnreachable and markReachable change the down window and the
+// reachable state together under stateMu, so a late success and a failure
+// racing each other end in one state or the other, never in the gauge
+// saying unreachable while the window is closed. unreachableNow lets a
+// success skip the lock while Redis answers.
 func (r *Redis) markUnreachable(err error, now time.Time) {
-	r.downUntilUnixNano.Store(now.Add(redisDownSeconds * time.Second).UnixNano())
 	r.stateMu.Lock()
 	defer r.stateMu.Unlock()
+	r.downUntilUnixNano.Store(now.Add(redisDownSeconds * time.Second).UnixNano())
 	if r.unreachable {
 		return
 	}
 	r.unreachable = true
-	slog.Warn("the rate-limit store (Redis) does not answer: requests are limited by this node's own counters until it does",
+	r.unreachableNow.Store(true)
+	slog.Warn("the rate-limit store (Redis) failed: requests are limited by this node's own counters until it answers",
 		"err", err, "retry_seconds", redisDownSeconds)
 	if r.onReachable != nil {
 		r.onReachable(false)
@@ -207,16 +219,17 @@ func (r *Redis) markUnreachable(err error, now time.Time) {
 }
 
 func (r *Redis) markReachable() {
-	if r.downUntilUnixNano.Load() == 0 {
+	if !r.unreachableNow.Load() {
 		return
 	}
-	r.downUntilUnixNano.Store(0)
 	r.stateMu.Lock()
 	defer r.stateMu.Unlock()
+	r.downUntilUnixNano.Store(0)
 	if !r.unreachable {
 		return
 	}
 	r.unreachable = false
+	r.unreachableNow.Store(false)
 	slog.Info("the rate-limit store (Redis) answers again: limits are shared by every node again")
 	if r.onReachable != nil {
 		r.onReachable(true)
