@@ -2,8 +2,8 @@
 // and the placement of each project's work on exactly one of them.
 //
 // Membership lives in etcd: a node registers one key under a lease of
-// LeaseTTLSeconds, renewed while it runs, and watches the other members'
-// keys. A node killed or cut off stops renewing and its key disappears
+// LeaseTTLSeconds, renewed every second while it runs, and watches the
+// other members' keys. A node killed or cut off stops renewing and its key disappears
 // when the lease runs out, so every other node drops it within the TTL.
 //
 // Placement is rendezvous hashing of the project id over the members: every
@@ -22,7 +22,9 @@
 // request never makes two hops.
 //
 // Fencing: a node serves as an owner only while its lease is valid by its
-// own clock (the last renewal plus the TTL less a margin), so a node that
+// own clock (the moment it asked for the last renewal that etcd granted,
+// plus the TTL less a margin: etcd cannot have let the lease run out
+// before), so a node that
 // was paused past its lease refuses to serve before it has heard from
 // etcd; it then registers again under a new lease and rejoins. Writes of
 // an actor that moved are also refused by the store (the new owner's claim
