@@ -178,8 +178,13 @@ type Node struct {
 	// runs now, each with a channel closed when it returns.
 	active  map[string]bool
 	placing map[string]chan struct{}
-	// moving are the projects whose OnMoved runs now.
-	moving map[string]chan struct{}
+	// moving are the projects whose OnMoved runs now (or waits for their
+	// requests); inflight counts each project's requests being served,
+	// and drained (on mu) wakes a move when a count drops to zero.
+	moving   map[string]chan struct{}
+	inflight map[string]int
+	drained  *sync.Cond
+	movers   sync.WaitGroup // moves setMembers started
 	// generation counts this node's registrations: 1 after Join, one more
 	// each time it registers again after losing its lease.
 	generation int
@@ -223,8 +228,9 @@ func Join(cfg Config) (*Node, error) {
 			ReadTimeout: ForwardTimeout, WriteTimeout: ForwardTimeout, NoDefaultUserAgentHeader: true,
 		},
 		active: map[string]bool{}, placing: map[string]chan struct{}{}, moving: map[string]chan struct{}{},
-		refreshMembers: make(chan struct{}, 1),
+		inflight: map[string]int{}, refreshMembers: make(chan struct{}, 1),
 	}
+	n.drained = sync.NewCond(&n.mu)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.register(); err != nil {
 		n.cancel()
@@ -393,10 +399,15 @@ func (n *Node) beginMovesLocked(ids []string) []move {
 	return moves
 }
 
-// finishMoves calls OnMoved for each move, then lets its project be placed
-// again.
+// finishMoves calls OnMoved for each move once the requests being served
+// for its project have returned, then lets the project be placed again.
 func (n *Node) finishMoves(moves []move) {
 	for _, m := range moves {
+		n.mu.Lock()
+		for n.inflight[m.projectID] > 0 {
+			n.drained.Wait()
+		}
+		n.mu.Unlock()
 		if n.cfg.OnMoved != nil {
 			n.cfg.OnMoved(m.projectID)
 		}
@@ -519,7 +530,12 @@ func (n *Node) setMembers(members []Member, rev int64) {
 	}
 	moves := n.beginMovesLocked(movedIDs)
 	n.mu.Unlock()
-	n.finishMoves(moves)
+	if len(moves) > 0 {
+		// Off the watch's goroutine: a move waits for its project's
+		// requests, and membership must not wait for them.
+		n.movers.Add(1)
+		go func() { defer n.movers.Done(); n.finishMoves(moves) }()
+	}
 }
 
 // ownerOf is the rendezvous owner of id among members: the member whose
@@ -626,6 +642,7 @@ func (n *Node) serveOwned(projectID string, request []byte) ([]byte, error) {
 	if err := n.place(projectID); err != nil {
 		return nil, err
 	}
+	defer n.served(projectID)
 	response := n.cfg.Serve(projectID, request)
 	if len(response) > MaxForwardedBytes {
 		return nil, ErrForwardTooLarge
@@ -633,9 +650,19 @@ func (n *Node) serveOwned(projectID string, request []byte) ([]byte, error) {
 	return response, nil
 }
 
+// served ends one request that place admitted.
+func (n *Node) served(projectID string) {
+	n.mu.Lock()
+	if n.inflight[projectID]--; n.inflight[projectID] <= 0 {
+		delete(n.inflight, projectID)
+		n.drained.Broadcast()
+	}
+	n.mu.Unlock()
+}
+
 // place makes projectID active here if this node owns it, calling
 // OnPlaced once: a project's first requests wait for it, other projects'
-// do not. A change of members or the loss of the lease while OnPlaced
+// do not. A nil error admits one request, which must end with served. A change of members or the loss of the lease while OnPlaced
 // runs is caught after it: the project is then not made active, and
 // OnMoved follows at once, so every OnPlaced is followed by exactly one
 // OnMoved.
@@ -647,6 +674,7 @@ func (n *Node) place(projectID string) error {
 			return err
 		}
 		if n.active[projectID] {
+			n.inflight[projectID]++
 			n.mu.Unlock()
 			return nil
 		}
@@ -672,6 +700,7 @@ func (n *Node) place(projectID string) error {
 		var moves []move
 		if err == nil {
 			n.active[projectID] = true
+			n.inflight[projectID]++
 		} else {
 			// Marked moving before the placement ends, so no request
 			// places it again before OnMoved has run.
@@ -737,6 +766,7 @@ func (n *Node) Leave() {
 		// registration in flight puts the key back after it.
 		n.cancel()
 		n.done.Wait()
+		n.movers.Wait()
 		n.revoke()
 		shutdown, cancelShutdown := context.WithTimeout(context.Background(), leaveTimeout)
 		_ = n.srv.ShutdownWithContext(shutdown)

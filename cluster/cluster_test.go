@@ -422,7 +422,8 @@ func TestPausedMemberIsFencedAndRejoins(t *testing.T) {
 // listener, for the placement rules alone.
 func unjoinedNode(self string, members ...string) *Node {
 	n := &Node{self: Member{ID: self}, active: map[string]bool{}, placing: map[string]chan struct{}{},
-		moving: map[string]chan struct{}{}, leaseValidUntil: time.Now().Add(time.Hour)}
+		moving: map[string]chan struct{}{}, inflight: map[string]int{}, leaseValidUntil: time.Now().Add(time.Hour)}
+	n.drained = sync.NewCond(&n.mu)
 	var ms []Member
 	for _, id := range members {
 		ms = append(ms, Member{ID: id})
@@ -441,7 +442,14 @@ func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- n.place("p") }()
+		go func() {
+			defer wg.Done()
+			err := n.place("p")
+			if err == nil {
+				n.served("p")
+			}
+			errs <- err
+		}()
 	}
 	// The other seven wait for the first's OnPlaced, parked in place.
 	deadline := time.Now().Add(10 * time.Second)
@@ -521,7 +529,8 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	if err := n.place(id); err != nil {
 		t.Fatal(err)
 	}
-	go n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves, OnMoved blocks
+	n.served(id)
+	n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves, OnMoved blocks
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -537,7 +546,13 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	}
 	n.setMembers([]Member{{ID: "a"}}, 3) // b leaves: id is a's again
 	placed := make(chan error, 1)
-	go func() { placed <- n.place(id) }()
+	go func() {
+		err := n.place(id)
+		if err == nil {
+			n.served(id)
+		}
+		placed <- err
+	}()
 	for testtools.Parked("chan receive", "rtcd/cluster.(*Node).place") != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("place did not wait for the move")
@@ -553,4 +568,44 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	if want := []string{"placed", "moving", "moved", "placed"}; !slices.Equal(events, want) {
 		t.Fatalf("events %v, want %v", events, want)
 	}
+}
+
+// A move waits for the requests being served for its project: OnMoved
+// runs after the last of them returns, never beside one.
+func TestMoveWaitsForRequestsInFlight(t *testing.T) {
+	var id string
+	for i := 0; id == ""; i++ {
+		p := fmt.Sprintf("proj_%d", i)
+		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
+			id = p
+		}
+	}
+	n := unjoinedNode("a", "a")
+	moved := make(chan struct{})
+	n.cfg.OnMoved = func(string) { close(moved) }
+	if err := n.place(id); err != nil { // a request in flight
+		t.Fatal(err)
+	}
+	n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves
+	deadline := time.Now().Add(10 * time.Second)
+	// Parked in sync.Cond.Wait, whose first frame outside the runtime is
+	// the runtime's notify list, called from finishMoves.
+	for testtools.Parked("sync.Cond.Wait", "sync.runtime_notifyListWait", "rtcd/cluster.(*Node).finishMoves") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the move did not wait for the request")
+		}
+		time.Sleep(time.Millisecond) // polling the goroutines' states
+	}
+	select {
+	case <-moved:
+		t.Fatal("OnMoved ran beside a request of its project")
+	default:
+	}
+	n.served(id)
+	select {
+	case <-moved:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnMoved did not run once the request returned")
+	}
+	n.movers.Wait()
 }
