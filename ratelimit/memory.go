@@ -140,6 +140,15 @@ func (m *Memory) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	}
 }
 
+// AllowPair is Allow of first, then of second if first allowed.
+func (m *Memory) AllowPair(first, second Check, now time.Time) (Decision, Decision) {
+	d := m.Allow(first.Key, first.LimitPerMinute, now)
+	if !d.Allowed {
+		return d, Decision{}
+	}
+	return d, m.Allow(second.Key, second.LimitPerMinute, now)
+}
+
 // Sweep deletes every entry whose window has ended at now and returns how
 // many entries it removed. Callers run it periodically so memory follows
 // the number of keys active in the current minute rather than the number

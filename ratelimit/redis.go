@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,12 +169,8 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	if until, ok := r.denials.deniedUntil(key, now); ok {
 		return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(until.Sub(now))}
 	}
-	if until := r.downUntilUnixNano.Load(); until != 0 {
-		// Redis failed lately: one caller a retry interval probes it (the
-		// one whose swap wins), every other decides locally meanwhile.
-		if now.UnixNano() < until || !r.downUntilUnixNano.CompareAndSwap(until, now.Add(redisDownSeconds*time.Second).UnixNano()) {
-			return r.decideLocally(key, limitPerMinute, now)
-		}
+	if !r.mayAsk(now) {
+		return r.decideLocally(key, limitPerMinute, now)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.callTimeout)
 	res, err := r.limiter.Allow(ctx, key, redis_rate.PerMinute(limitPerMinute))
@@ -188,6 +185,140 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 	}
 	r.denials.deny(key, now.Add(res.RetryAfter), now)
 	return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(res.RetryAfter)}
+}
+
+// mayAsk says whether to ask Redis now: yes while it answers; after a
+// failure, no until the retry interval has passed, then yes for the one
+// caller whose swap of the retry time wins (the probe), no for the others.
+func (r *Redis) mayAsk(now time.Time) bool {
+	until := r.downUntilUnixNano.Load()
+	if until == 0 {
+		return true
+	}
+	return now.UnixNano() >= until && r.downUntilUnixNano.CompareAndSwap(until, now.Add(redisDownSeconds*time.Second).UnixNano())
+}
+
+// cachedDenial is the Decision for a key whose denial is remembered.
+func (r *Redis) cachedDenial(key string, limitPerMinute int, now time.Time) (Decision, bool) {
+	until, ok := r.denials.deniedUntil(key, now)
+	if !ok {
+		return Decision{}, false
+	}
+	return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(until.Sub(now))}, true
+}
+
+// pairScript decides two GCRA limits in one round trip, the second only
+// when the first allows. It keeps redis_rate's storage (the key "rate:" +
+// key holds the theoretical arrival time, in seconds since 2017-01-01 by
+// Redis's clock, expiring when it has passed) and its arithmetic, with a
+// burst of the limit, so Allow (redis_rate) and AllowPair draw on the same
+// budgets. Each result is {allowed, remaining, retry after in seconds}.
+var pairScript = redis.NewScript(`
+redis.replicate_commands()
+local t = redis.call("TIME")
+local now = (t[1] - 1483228800) + (t[2] / 1000000)
+local function decide(key, perMinute)
+  local interval = 60 / perMinute
+  local tat = tonumber(redis.call("GET", key)) or now
+  if tat < now then tat = now end
+  local newTat = tat + interval
+  local allowAt = newTat - interval * perMinute
+  if now < allowAt then
+    return {0, 0, tostring(allowAt - now)}
+  end
+  redis.call("SET", key, newTat, "EX", math.ceil(newTat - now))
+  return {1, math.floor((now - allowAt) / interval), "-1"}
+end
+local first = decide(KEYS[1], tonumber(ARGV[1]))
+if first[1] == 0 then
+  return {first}
+end
+return {first, decide(KEYS[2], tonumber(ARGV[2]))}
+`)
+
+// redisRateKeyPrefix is what redis_rate puts before every key.
+const redisRateKeyPrefix = "rate:"
+
+// AllowPair decides first and then, if it allows, second, in one round
+// trip (pairScript); a remembered denial of first needs none. While Redis
+// does not answer, both are decided locally.
+func (r *Redis) AllowPair(first, second Check, now time.Time) (Decision, Decision) {
+	if first.LimitPerMinute <= 0 {
+		return denied(first.LimitPerMinute, now), Decision{}
+	}
+	k1, k2 := r.keyPrefix+first.Key, r.keyPrefix+second.Key
+	if d, ok := r.cachedDenial(k1, first.LimitPerMinute, now); ok {
+		return d, Decision{}
+	}
+	if second.LimitPerMinute <= 0 {
+		d := r.Allow(first.Key, first.LimitPerMinute, now)
+		if !d.Allowed {
+			return d, Decision{}
+		}
+		return d, denied(second.LimitPerMinute, now)
+	}
+	if d2, ok := r.cachedDenial(k2, second.LimitPerMinute, now); ok {
+		d := r.Allow(first.Key, first.LimitPerMinute, now)
+		if !d.Allowed {
+			return d, Decision{}
+		}
+		return d, d2
+	}
+	if !r.mayAsk(now) {
+		return r.decidePairLocally(k1, k2, first, second, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.callTimeout)
+	res, err := pairScript.Run(ctx, r.client, []string{redisRateKeyPrefix + k1, redisRateKeyPrefix + k2},
+		first.LimitPerMinute, second.LimitPerMinute).Slice()
+	cancel()
+	var d1, d2 Decision
+	if err == nil {
+		d1, err = r.pairResult(res, 0, k1, first.LimitPerMinute, now)
+	}
+	if err == nil && d1.Allowed {
+		d2, err = r.pairResult(res, 1, k2, second.LimitPerMinute, now)
+	}
+	if err != nil {
+		r.markUnreachable(err, now)
+		return r.decidePairLocally(k1, k2, first, second, now)
+	}
+	r.markReachable()
+	return d1, d2
+}
+
+// decidePairLocally is AllowPair on this node's own counters (keys k1 and
+// k2, already prefixed).
+func (r *Redis) decidePairLocally(k1, k2 string, first, second Check, now time.Time) (Decision, Decision) {
+	d := r.decideLocally(k1, first.LimitPerMinute, now)
+	if !d.Allowed {
+		return d, Decision{}
+	}
+	return d, r.decideLocally(k2, second.LimitPerMinute, now)
+}
+
+// pairResult reads result i of pairScript's reply as a Decision, and
+// remembers a denial.
+func (r *Redis) pairResult(res []any, i int, key string, limitPerMinute int, now time.Time) (Decision, error) {
+	if i >= len(res) {
+		return Decision{}, fmt.Errorf("ratelimit: pair script answered %d results", len(res))
+	}
+	fields, ok := res[i].([]any)
+	if !ok || len(fields) != 3 {
+		return Decision{}, fmt.Errorf("ratelimit: pair script answered %v", res[i])
+	}
+	allowed, _ := fields[0].(int64)
+	remaining, _ := fields[1].(int64)
+	retryText, _ := fields[2].(string)
+	if allowed == 1 {
+		return Decision{Allowed: true, Limit: limitPerMinute, Remaining: int(remaining)}, nil
+	}
+	retrySeconds, err := strconv.ParseFloat(retryText, 64)
+	if err != nil {
+		return Decision{}, fmt.Errorf("ratelimit: pair script retry %q: %w", retryText, err)
+	}
+	retry := time.Duration(retrySeconds * float64(time.Second))
+	r.denials.deny(key, now.Add(retry), now)
+	return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(retry)}, nil
 }
 
 func (r *Redis) decideLocally(key string, limitPerMinute int, now time.Time) Decision {

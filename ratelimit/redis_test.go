@@ -255,6 +255,70 @@ func TestDenialCacheIsBounded(t *testing.T) {
 	}
 }
 
+// AllowPair decides both limits in one round trip, on the same budgets as
+// Allow (redis_rate), and a request the first denies spends nothing of the
+// second.
+func TestRedisPairSharesBudgetsWithAllow(t *testing.T) {
+	srv := testtools.StartRedis(t)
+	var events redisEvents
+	s := newRedisStore(t, events.config(srv.URL, "t4:"))
+	other := newRedisStore(t, RedisConfig{URL: srv.URL, KeyPrefix: "t4:"})
+	now := at(0, 0, 0)
+	ip, project := Check{Key: "ip", LimitPerMinute: 3}, Check{Key: "project", LimitPerMinute: 2}
+	for i := 0; i < 2; i++ {
+		d1, d2 := s.AllowPair(ip, project, now)
+		if !d1.Allowed || d1.Remaining != 2-i || !d2.Allowed || d2.Remaining != 1-i || d2.Limit != 2 {
+			t.Fatalf("pair %d: %+v %+v", i, d1, d2)
+		}
+	}
+	// Another node's Allow (redis_rate) sees the pair's spending.
+	if d := other.Allow("project", 2, now); d.Allowed || d.RetryAfterSeconds < 1 || d.RetryAfterSeconds > 30 {
+		t.Fatalf("Allow after two pairs: %+v, want denied for up to 30 s", d)
+	}
+	if d := other.Allow("ip", 3, now); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("Allow of the first key: %+v, want its last request", d)
+	}
+	// The first now denies: the second is not decided.
+	d1, d2 := s.AllowPair(ip, Check{Key: "fresh", LimitPerMinute: 1}, now)
+	if d1.Allowed || d1.RetryAfterSeconds < 1 || d2 != (Decision{}) {
+		t.Fatalf("pair past the first limit: %+v %+v", d1, d2)
+	}
+	if d := other.Allow("fresh", 1, now); !d.Allowed {
+		t.Fatalf("the denied pair spent the second's budget: %+v", d)
+	}
+	// The first allows and the second denies, in one script.
+	d1, d2 = s.AllowPair(Check{Key: "ip2", LimitPerMinute: 5}, Check{Key: "fresh", LimitPerMinute: 1}, now)
+	if !d1.Allowed || d2.Allowed || d2.Limit != 1 || d2.RetryAfterSeconds < 1 {
+		t.Fatalf("pair with the second spent: %+v %+v", d1, d2)
+	}
+	if n := events.localDecisions.Load(); n != 0 {
+		t.Fatalf("%d local decisions with Redis up", n)
+	}
+
+	// Redis paused: both decided locally.
+	srv.Pause(t)
+	defer srv.Resume(t)
+	d1, d2 = s.AllowPair(Check{Key: "x", LimitPerMinute: 1}, Check{Key: "y", LimitPerMinute: 1}, now)
+	if !d1.Allowed || !d2.Allowed || events.localDecisions.Load() != 2 {
+		t.Fatalf("paused: %+v %+v, %d local decisions", d1, d2, events.localDecisions.Load())
+	}
+}
+
+func TestMemoryPair(t *testing.T) {
+	m := NewMemory()
+	now := at(0, 0, 0)
+	a, b := Check{Key: "a", LimitPerMinute: 1}, Check{Key: "b", LimitPerMinute: 1}
+	if d1, d2 := m.AllowPair(a, b, now); !d1.Allowed || !d2.Allowed {
+		t.Fatalf("%+v %+v", d1, d2)
+	}
+	if d1, d2 := m.AllowPair(a, Check{Key: "c", LimitPerMinute: 1}, now); d1.Allowed || d2 != (Decision{}) {
+		t.Fatalf("%+v %+v", d1, d2)
+	}
+	if d := m.Allow("c", 1, now); !d.Allowed {
+		t.Fatalf("c spent by a denied pair: %+v", d)
+	}
+}
+
 func TestRedisConfigIsChecked(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  RedisConfig

@@ -33,6 +33,17 @@ type Decision struct {
 // Implementations must be safe for concurrent use.
 type Store interface {
 	Allow(key string, limitPerMinute int, now time.Time) Decision
+	// AllowPair decides first and, only if first allows, second: a request
+	// that first denies never spends second's budget (second's Decision is
+	// then the zero value). It equals two Allow calls in that order; the
+	// Redis store makes them one round trip.
+	AllowPair(first, second Check, now time.Time) (Decision, Decision)
+}
+
+// Check is one limit of an AllowPair.
+type Check struct {
+	Key            string
+	LimitPerMinute int
 }
 
 // windowStart returns the start of the window containing now.

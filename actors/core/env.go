@@ -87,6 +87,31 @@ func (env *Env) AllowRateAt(key, what string, limitPerMinute int, now time.Time)
 	return apierr.RateLimitedError(what, d.Limit, d.RetryAfterSeconds)
 }
 
+// RateCheck is one limit of AllowRatesAt: the counter's key, the limit's
+// name (a constant of the caller's) and its per-minute value.
+type RateCheck struct {
+	Key            string
+	What           string
+	LimitPerMinute int
+}
+
+// AllowRatesAt decides first and, only if first allows, second, as one
+// step (one round trip to a shared store): a request first refuses spends
+// nothing of second. The refusal is the first limit that refuses.
+func (env *Env) AllowRatesAt(first, second RateCheck, now time.Time) *apierr.Error {
+	d1, d2 := env.Limiter.AllowPair(ratelimit.Check{Key: first.Key, LimitPerMinute: first.LimitPerMinute},
+		ratelimit.Check{Key: second.Key, LimitPerMinute: second.LimitPerMinute}, now)
+	if !d1.Allowed {
+		env.Metrics.RateLimits.Rejected(first.What)
+		return apierr.RateLimitedError(first.What, d1.Limit, d1.RetryAfterSeconds)
+	}
+	if !d2.Allowed {
+		env.Metrics.RateLimits.Rejected(second.What)
+		return apierr.RateLimitedError(second.What, d2.Limit, d2.RetryAfterSeconds)
+	}
+	return nil
+}
+
 // LimitsOf returns a project's effective limits: its own, or the current
 // defaults.
 func (env *Env) LimitsOf(p *Project) Limits {
