@@ -226,7 +226,9 @@ local function decide(key, perMinute)
   if now < allowAt then
     return {0, 0, tostring(allowAt - now)}
   end
-  redis.call("SET", key, newTat, "EX", math.ceil(newTat - now))
+  if newTat > now then -- a huge limit's interval can vanish in the sum
+    redis.call("SET", key, newTat, "EX", math.ceil(newTat - now))
+  end
   return {1, math.floor((now - allowAt) / interval), "-1"}
 end
 local first = decide(KEYS[1], tonumber(ARGV[1]))
@@ -306,9 +308,12 @@ func (r *Redis) pairResult(res []any, i int, key string, limitPerMinute int, now
 	if !ok || len(fields) != 3 {
 		return Decision{}, fmt.Errorf("ratelimit: pair script answered %v", res[i])
 	}
-	allowed, _ := fields[0].(int64)
-	remaining, _ := fields[1].(int64)
-	retryText, _ := fields[2].(string)
+	allowed, ok1 := fields[0].(int64)
+	remaining, ok2 := fields[1].(int64)
+	retryText, ok3 := fields[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return Decision{}, fmt.Errorf("ratelimit: pair script answered %v", fields)
+	}
 	if allowed == 1 {
 		return Decision{Allowed: true, Limit: limitPerMinute, Remaining: int(remaining)}, nil
 	}

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,6 +294,18 @@ func TestRedisPairSharesBudgetsWithAllow(t *testing.T) {
 	}
 	if n := events.localDecisions.Load(); n != 0 {
 		t.Fatalf("%d local decisions with Redis up", n)
+	}
+
+	// A limit so large its interval vanishes beside Redis's clock (an
+	// operator's "unlimited") is allowed, not an error.
+	huge := Check{Key: "huge", LimitPerMinute: math.MaxInt32}
+	for i := 0; i < 3; i++ {
+		if d1, d2 := s.AllowPair(huge, huge, now); !d1.Allowed || !d2.Allowed {
+			t.Fatalf("huge limits: %+v %+v", d1, d2)
+		}
+	}
+	if n := events.localDecisions.Load(); n != 0 {
+		t.Fatalf("%d local decisions with huge limits: the script failed", n)
 	}
 
 	// Redis paused: both decided locally.

@@ -36,7 +36,9 @@ type Store interface {
 	// AllowPair decides first and, only if first allows, second: a request
 	// that first denies never spends second's budget (second's Decision is
 	// then the zero value). It equals two Allow calls in that order; the
-	// Redis store makes them one round trip.
+	// Redis store makes them one round trip (whose answer, if lost after
+	// Redis counted it, leaves both counted there and decided again
+	// locally, as a lost single decision would).
 	AllowPair(first, second Check, now time.Time) (Decision, Decision)
 }
 
