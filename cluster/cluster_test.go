@@ -28,6 +28,8 @@ const (
 	// failoverTimeout is the bound on a dead owner's projects
 	// being served by the others, on loopback.
 	failoverTimeout = 10 * time.Second
+	// parkedTimeout bounds goroutines reaching the wait a test expects.
+	parkedTimeout = 10 * time.Second
 	// childEnv makes the test binary a cluster member of its own (a node
 	// per process, see Join, and one the test can kill -9); its value is
 	// the etcd endpoint.
@@ -432,6 +434,17 @@ func unjoinedNode(self string, members ...string) *Node {
 	return n
 }
 
+// movedWhenBJoins is a project that "a" owns among {a} and "b" owns among
+// {a, b}.
+func movedWhenBJoins() string {
+	for i := 0; ; i++ {
+		p := fmt.Sprintf("proj_%d", i)
+		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
+			return p
+		}
+	}
+}
+
 // A project's first requests, arriving together, place it once.
 func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 	n := unjoinedNode("a", "a")
@@ -452,13 +465,7 @@ func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 		}()
 	}
 	// The other seven wait for the first's OnPlaced, parked in place.
-	deadline := time.Now().Add(10 * time.Second)
-	for testtools.Parked("chan receive", "rtcd/cluster.(*Node).place") != 7 {
-		if time.Now().After(deadline) {
-			t.Fatal("the other requests did not wait for the placement")
-		}
-		time.Sleep(time.Millisecond) // polling the goroutines' states
-	}
+	testtools.AwaitParked(t, parkedTimeout, 7, "chan receive", "rtcd/cluster.(*Node).place")
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -475,14 +482,7 @@ func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 // The members change while a project is being placed, so that another
 // node owns it: it is not made active, and OnMoved follows its OnPlaced.
 func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
-	// Find a project that "a" owns among {a} but "b" owns among {a, b}.
-	var id string
-	for i := 0; id == ""; i++ {
-		p := fmt.Sprintf("proj_%d", i)
-		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
-			id = p
-		}
-	}
+	id := movedWhenBJoins()
 	n := unjoinedNode("a", "a")
 	var events []string
 	n.cfg.OnPlaced = func(p string) {
@@ -512,13 +512,7 @@ func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
 // A project moved away and back while its OnMoved still runs is placed
 // again only after that OnMoved returns: OnPlaced and OnMoved alternate.
 func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
-	var id string
-	for i := 0; id == ""; i++ {
-		p := fmt.Sprintf("proj_%d", i)
-		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
-			id = p
-		}
-	}
+	id := movedWhenBJoins()
 	n := unjoinedNode("a", "a")
 	var mu sync.Mutex
 	var events []string
@@ -531,7 +525,7 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	}
 	n.served(id)
 	n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves, OnMoved blocks
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(parkedTimeout)
 	for {
 		mu.Lock()
 		started := len(events) == 2
@@ -553,12 +547,7 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 		}
 		placed <- err
 	}()
-	for testtools.Parked("chan receive", "rtcd/cluster.(*Node).place") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("place did not wait for the move")
-		}
-		time.Sleep(time.Millisecond) // polling the goroutines' states
-	}
+	testtools.AwaitParked(t, parkedTimeout, 1, "chan receive", "rtcd/cluster.(*Node).place")
 	close(release)
 	if err := <-placed; err != nil {
 		t.Fatal(err)
@@ -573,13 +562,7 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 // A move waits for the requests being served for its project: OnMoved
 // runs after the last of them returns, never beside one.
 func TestMoveWaitsForRequestsInFlight(t *testing.T) {
-	var id string
-	for i := 0; id == ""; i++ {
-		p := fmt.Sprintf("proj_%d", i)
-		if o, _ := ownerOf([]Member{{ID: "a"}, {ID: "b"}}, p); o.ID == "b" {
-			id = p
-		}
-	}
+	id := movedWhenBJoins()
 	n := unjoinedNode("a", "a")
 	moved := make(chan struct{})
 	n.cfg.OnMoved = func(string) { close(moved) }
@@ -587,15 +570,9 @@ func TestMoveWaitsForRequestsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves
-	deadline := time.Now().Add(10 * time.Second)
 	// Parked in sync.Cond.Wait, whose first frame outside the runtime is
 	// the runtime's notify list, called from finishMoves.
-	for testtools.Parked("sync.Cond.Wait", "sync.runtime_notifyListWait", "rtcd/cluster.(*Node).finishMoves") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the move did not wait for the request")
-		}
-		time.Sleep(time.Millisecond) // polling the goroutines' states
-	}
+	testtools.AwaitParked(t, parkedTimeout, 1, "sync.Cond.Wait", "sync.runtime_notifyListWait", "rtcd/cluster.(*Node).finishMoves")
 	select {
 	case <-moved:
 		t.Fatal("OnMoved ran beside a request of its project")

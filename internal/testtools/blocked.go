@@ -17,10 +17,17 @@ const blockedPollInterval = 2 * time.Millisecond
 // It proves that a call blocks, which "has not returned yet" cannot.
 func AwaitChanSend(t testing.TB, timeout time.Duration, at string, callers ...string) {
 	t.Helper()
+	AwaitParked(t, timeout, 1, "chan send", at, callers...)
+}
+
+// AwaitParked waits until at least n goroutines are parked in state (as
+// Parked counts them), and fails the test after timeout.
+func AwaitParked(t testing.TB, timeout time.Duration, n int, state, at string, callers ...string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for Parked("chan send", at, callers...) == 0 {
+	for Parked(state, at, callers...) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("no goroutine blocked sending on a channel in %s (called from %v) within %s", at, callers, timeout)
+			t.Fatalf("fewer than %d goroutines parked in %s in %s (called from %v) within %s", n, state, at, callers, timeout)
 		}
 		time.Sleep(blockedPollInterval)
 	}
