@@ -166,8 +166,8 @@ func (r *Redis) Allow(key string, limitPerMinute int, now time.Time) Decision {
 		return denied(limitPerMinute, now)
 	}
 	key = r.keyPrefix + key
-	if until, ok := r.denials.deniedUntil(key, now); ok {
-		return Decision{Allowed: false, Limit: limitPerMinute, RetryAfterSeconds: wholeSecondsUp(until.Sub(now))}
+	if d, ok := r.cachedDenial(key, limitPerMinute, now); ok {
+		return d
 	}
 	if !r.mayAsk(now) {
 		return r.decideLocally(key, limitPerMinute, now)
