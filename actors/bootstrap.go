@@ -111,6 +111,10 @@ func Bootstrap(s persistence.Storage, keys auth.Keys, clk clock.Clock, billing c
 		Details: map[string]any{"name": account.Name, "owner_email": owner.Email}}
 	b.Set(persistence.IndexKey(persistence.PrefixAccountAudit, accountID, now.UnixNano(), wsAudit.ID), core.MustJSON(wsAudit))
 	b.Set(keyCheckKey, keyCheck(keys))
+	// A new store's indexes are complete from its first batch: nothing to
+	// build at Start, and a cluster node may serve it at once.
+	b.Set(keyHashIndexBuilt, nil)
+	b.Set(projectAccountIndexBuilt, nil)
 	b.Set(initializedKey, []byte(core.Timestamp(now)))
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err

@@ -176,6 +176,9 @@ func (e *Engine) Start() error {
 	if err := e.ensureKeyHashIndex(); err != nil {
 		return fmt.Errorf("key-hash index: %w", err)
 	}
+	if err := e.ensureProjectAccountIndex(); err != nil {
+		return fmt.Errorf("project-account index: %w", err)
+	}
 	// The directory last: creating a workspace or project spawns wallet
 	// and project actors, which must not race the recovery of their peers.
 	directory := &core.Recovery{}

@@ -56,7 +56,7 @@ func TestKeyHashIndexNamesTheProject(t *testing.T) {
 }
 
 // A store written before the index existed (here: the bootstrap key's kh/
-// record removed, no mark) gets the records of its active keys at Start,
+// record and its mark removed) gets the records of its active keys at Start,
 // in batches the store takes.
 func TestKeyHashIndexBuiltForAnOlderStore(t *testing.T) {
 	var bootKey string
@@ -68,6 +68,7 @@ func TestKeyHashIndexBuiltForAnOlderStore(t *testing.T) {
 		}
 		b := s.NewBatch()
 		b.Delete(core.KeyHashKey(keys.HashAPIKey(boot.APIKey)))
+		b.Delete(keyHashIndexBuilt)
 		if err := s.CommitAndWait(b); err != nil {
 			t.Fatal(err)
 		}

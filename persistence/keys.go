@@ -13,7 +13,7 @@ const (
 	prefixJournal      = "j/"  // j/<actorID>/<seq:8>                          -> encoded event
 	prefixSnapshot     = "s/"  // s/<actorID>                                  -> seq:8 + encoded state
 	PrefixMeta         = "m/"  // m/<name>                                     -> operator metadata
-	PrefixProject      = "p/"  // p/<projectID>                                -> (directory of project actors)
+	PrefixProject      = "p/"  // p/<projectID>                                -> accountID (directory of project actors; names the workspace that places it)
 	PrefixRoom         = "r/"  // r/<projectID>/<roomID>                       -> room read record
 	PrefixRoomIdx      = "ri/" // ri/<projectID>/<inv:8><roomID>               -> roomID
 	PrefixPart         = "pt/" // pt/<projectID>/<roomID>/<participantID>      -> participant read record

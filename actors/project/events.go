@@ -60,7 +60,7 @@ func newProjectState(p core.Project) *projectState {
 }
 
 // Genesis writes a new project into b: its p/ entry (the directory
-// of projects recovery reads) and its first snapshot (sequence 0), holding
+// of projects recovery reads, naming its workspace) and its first snapshot (sequence 0), holding
 // firstKey when there is one (bootstrap's key, with its ki/ and kh/
 // records). Every
 // project starts here: bootstrap's, each new workspace's and each created
@@ -72,7 +72,9 @@ func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectSta
 		b.Set(persistence.IndexKey(persistence.PrefixKeyIdx, p.ID, firstKey.CreatedAt.UnixNano(), firstKey.ID), core.MustJSON(firstKey.View()))
 		b.Set(core.KeyHashKey(firstKey.Hash), []byte(p.ID))
 	}
-	b.Set(persistence.Key(persistence.PrefixProject, p.ID), nil)
+	// The value names the project's workspace, so that any node can tell
+	// where the project is placed without reading its journal.
+	b.Set(persistence.Key(persistence.PrefixProject, p.ID), []byte(p.AccountID))
 	persistence.WriteSnapshotAt(b, Journal(p.ID), 0, core.Encode(s))
 	return s
 }
