@@ -90,6 +90,8 @@ type Engine struct {
 	// and invitations; sessions is what it publishes for authentication.
 	directory *actor.PID
 	sessions  *core.Sessions
+	// placing serializes placing and releasing workspaces (cluster mode).
+	placing   sync.Mutex
 	mailer    atomic.Pointer[Mailer]
 	mailQueue chan outgoingMail
 	mailDone  chan struct{}
@@ -186,12 +188,17 @@ func (e *Engine) Start() error {
 	if err := directory.Wait(); err != nil {
 		return err
 	}
+	e.startLoops()
+	return nil
+}
+
+// startLoops starts what runs beside the actors once they are recovered.
+func (e *Engine) startLoops() {
 	// Silence of the media node counts from now: a node that never reports
 	// after this start is treated as gone after room.MediaPresenceTimeout.
 	e.env.Media.Presence(e.env.Clock.Now(), e.env.Clock.Monotonic())
 	go e.sweepLoop()
 	go e.mailLoop()
-	return nil
 }
 
 // Stop stops the sweeper and every actor, and returns only once no actor is

@@ -2,8 +2,11 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"rtcd/actors/core"
 	"rtcd/persistence"
 )
 
@@ -90,4 +93,139 @@ func (e *Engine) AccountOfProject(projectID string) (accountID string, ok bool, 
 		return "", false, err
 	}
 	return string(v), true, nil
+}
+
+// StartClustered starts the engine as one node of a cluster (Start
+// recovers everything; this recovers nothing): a workspace's wallet,
+// projects and rooms run here from PlaceWorkspace to ReleaseWorkspace,
+// while the cluster places it here. The store's indexes must be built, as
+// every node reads them to place requests: a store written before them is
+// started once without a cluster first.
+func (e *Engine) StartClustered() error {
+	for _, mark := range [][]byte{keyHashIndexBuilt, projectAccountIndexBuilt} {
+		if _, err := e.env.Store.Get(mark); errors.Is(err, persistence.ErrNotFound) {
+			return fmt.Errorf("actors: the store's index %s is not built: start it once without a cluster to build it", mark)
+		} else if err != nil {
+			return err
+		}
+	}
+	e.env.Clustered = true
+	e.system.EventStream.Subscribe(e.onDeadLetter)
+	e.startLoops()
+	return nil
+}
+
+// PlaceWorkspace recovers a workspace's wallet, then its projects with
+// their live rooms, and returns once they serve (at once if they already
+// run here). Its recoveries claim their journals, so a node that ran
+// them before is fenced from then on. A workspace the store does not
+// hold places nothing. On an error nothing of the workspace runs here.
+func (e *Engine) PlaceWorkspace(accountID string) error {
+	e.placing.Lock()
+	defer e.placing.Unlock()
+	if _, ok := e.wallet(accountID); ok {
+		return nil
+	}
+	if _, err := e.env.Store.Get(persistence.Key(persistence.PrefixAccount, accountID)); errors.Is(err, persistence.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var projectIDs []string
+	err := e.env.Store.Scan([]byte(persistence.PrefixProject), 0, func(key, value []byte) bool {
+		if string(value) == accountID {
+			projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// The wallet first: every project links to its credit gate.
+	wallets := &core.Recovery{}
+	e.spawnWallet(accountID, wallets)
+	if err := wallets.Wait(); err != nil {
+		e.releaseWorkspaceLocked(accountID, nil)
+		return fmt.Errorf("actors: place workspace %s: %w", accountID, err)
+	}
+	projects := &core.Recovery{}
+	for _, id := range projectIDs {
+		e.spawnProject(id, nil, projects)
+	}
+	if err := projects.Wait(); err != nil {
+		e.releaseWorkspaceLocked(accountID, projectIDs)
+		return fmt.Errorf("actors: place workspace %s: %w", accountID, err)
+	}
+	return nil
+}
+
+// ReleaseWorkspace stops a workspace's actors as Stop stops all of them
+// (rooms drained first, then projects, then the wallet), forgets their
+// handles and what they published (API keys, webhook workers), and
+// returns once every batch they committed is durable, so that what they
+// acknowledged is in the store before another node recovers them.
+func (e *Engine) ReleaseWorkspace(accountID string) {
+	e.placing.Lock()
+	defer e.placing.Unlock()
+	var projectIDs []string
+	e.projects.Range(func(k, v any) bool {
+		if rec := v.(*projectHandle).gate.Record.Load(); rec != nil && rec.AccountID == accountID {
+			projectIDs = append(projectIDs, k.(string))
+		}
+		return true
+	})
+	e.releaseWorkspaceLocked(accountID, projectIDs)
+}
+
+// releaseWorkspaceLocked is ReleaseWorkspace of the wallet and the given
+// projects; e.placing is held.
+func (e *Engine) releaseWorkspaceLocked(accountID string, projectIDs []string) {
+	owned := make(map[string]bool, len(projectIDs))
+	for _, id := range projectIDs {
+		owned[id] = true
+	}
+	var rooms []*actor.PID
+	var draining []*actor.Future
+	e.rooms.Range(func(k, v any) bool {
+		if h := v.(*roomHandle); owned[h.projectID] {
+			rooms = append(rooms, h.pid)
+			draining = append(draining, e.system.Root.PoisonFuture(h.pid))
+			e.rooms.Delete(k)
+		}
+		return true
+	})
+	for i, f := range draining {
+		if f.Wait() != nil {
+			_ = e.system.Root.StopFuture(rooms[i]).Wait()
+		}
+	}
+	var stopping []*actor.Future
+	var idle []*core.WebhookEndpoint
+	for _, id := range projectIDs {
+		if h, ok := e.project(id); ok {
+			if eps := h.gate.Endpoints.Load(); eps != nil {
+				idle = append(idle, *eps...)
+			}
+			stopping = append(stopping, e.system.Root.StopFuture(h.pid))
+			e.projects.Delete(id)
+		}
+	}
+	if h, ok := e.wallet(accountID); ok {
+		stopping = append(stopping, e.system.Root.StopFuture(h.pid))
+		e.wallets.Delete(accountID)
+	}
+	for _, f := range stopping {
+		_ = f.Wait()
+	}
+	e.env.APIKeys.Update(func(m map[[32]byte]*core.KeyRecord) {
+		for hash, rec := range m {
+			if owned[rec.ProjectID] {
+				delete(m, hash)
+			}
+		}
+	})
+	e.dispatcher.IdleWorkers(idle)
+	durable := make(chan struct{})
+	e.env.Store.AfterDurable(func() { close(durable) })
+	<-durable
 }

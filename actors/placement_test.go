@@ -1,9 +1,15 @@
 package actors
 
 import (
+	"strings"
 	"testing"
+	"time"
 
+	"rtcd/actors/core"
+	"rtcd/auth"
+	"rtcd/clock"
 	"rtcd/persistence"
+	"rtcd/ratelimit"
 )
 
 // A project's p/ entry names its workspace from the batch that created it,
@@ -41,5 +47,143 @@ func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 	}
 	if _, err := store.Get(projectAccountIndexBuilt); err != nil {
 		t.Fatalf("the index is not marked built: %v", err)
+	}
+}
+
+// startClusteredEngine bootstraps a Pebble store and starts an engine on
+// it as a cluster node: nothing runs until a workspace is placed.
+func startClusteredEngine(t *testing.T) (*Engine, BootstrapResult) {
+	t.Helper()
+	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	boot, err := Bootstrap(store, keys, clk, core.Billing{Currency: "USD"}, "owner@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
+		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
+	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
+		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000}, store, clk, ratelimit.NewMemory(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StartClustered(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e, boot
+}
+
+// A cluster node serves a workspace from its placement to its release:
+// its API keys are refused before and after, its counts leave the
+// process's gauges, and placed again it comes back from the store with its
+// rooms.
+func TestWorkspacePlacedReleasedAndPlacedAgain(t *testing.T) {
+	e, boot := startClusteredEngine(t)
+	if _, aerr := e.Authenticate(boot.APIKey); aerr == nil {
+		t.Fatal("a key of a workspace not placed here was accepted")
+	}
+	if err := e.PlaceWorkspace(boot.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	caller, aerr := e.Authenticate(boot.APIKey)
+	if aerr != nil {
+		t.Fatalf("placed: %v", aerr)
+	}
+	res, aerr := e.CreateRoom(caller, &RoomParams{}, nil)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	roomID := decodeID(t, res.Body)
+	var tokens []string
+	for range 3 {
+		res, aerr := e.CreateParticipant(caller, roomID, &ParticipantParams{}, nil)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		tokens = append(tokens, decodeToken(t, res.Body))
+	}
+	for _, tok := range tokens[:2] {
+		if _, aerr := e.Connect(&ConnectParams{Token: &tok}, "127.0.0.1"); aerr != nil {
+			t.Fatal(aerr)
+		}
+	}
+
+	e.ReleaseWorkspace(boot.AccountID)
+	if _, aerr := e.Authenticate(boot.APIKey); aerr == nil {
+		t.Fatal("a key of a released workspace was accepted")
+	}
+	if got := e.Stats(); got.ActiveRooms != 0 || got.ActiveParticipants != 0 {
+		t.Fatalf("released, the node still counts %+v", got)
+	}
+	if _, aerr := e.Connect(&ConnectParams{Token: &tokens[2]}, "127.0.0.1"); aerr == nil {
+		t.Fatal("a released workspace's room admitted a connect")
+	}
+
+	if err := e.PlaceWorkspace(boot.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PlaceWorkspace(boot.AccountID); err != nil { // placed already: nothing to do
+		t.Fatal(err)
+	}
+	if caller, aerr = e.Authenticate(boot.APIKey); aerr != nil {
+		t.Fatalf("placed again: %v", aerr)
+	}
+	if _, aerr := e.GetRoom(caller, roomID); aerr != nil {
+		t.Fatalf("the room after placing again: %v", aerr)
+	}
+	// Connects are reservations, not writes (ARCHITECTURE.md): like a
+	// restart, a move keeps the room and lets its reservations go, and the
+	// room admits up to its cap again.
+	if got := e.Stats(); got.ActiveRooms != 1 || got.ActiveParticipants != 0 {
+		t.Fatalf("placed again: %+v, want 1 room and no reservation", got)
+	}
+	for i, tok := range tokens {
+		_, aerr := e.Connect(&ConnectParams{Token: &tok}, "127.0.0.1")
+		if (i < 2) != (aerr == nil) {
+			t.Fatalf("connect %d into a room of cap 2 placed again: %v", i, aerr)
+		}
+	}
+	// A workspace the store does not hold places nothing.
+	if err := e.PlaceWorkspace("acct_missing"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A cluster node does not start on a store whose indexes are not built:
+// it could not place the requests of its older projects and keys.
+func TestClusteredStartNeedsTheIndexes(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	if _, err := Bootstrap(store, keys, clk, core.Billing{Currency: "USD"}, "owner@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	b := store.NewBatch()
+	b.Delete(projectAccountIndexBuilt)
+	if err := store.CommitAndWait(b); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", SnapshotEveryEvents: 1000}, store, clk, ratelimit.NewMemory(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StartClustered(); err == nil || !strings.Contains(err.Error(), "project-account-index") {
+		t.Fatalf("StartClustered on an older store: %v", err)
 	}
 }

@@ -45,6 +45,10 @@ type Env struct {
 	// Metrics are the collectors the owners move where events happen
 	// (webhook attempts, credit moves, rate-limit refusals...).
 	Metrics *metrics.Metrics
+	// Clustered is set before the engine starts as one node of a cluster:
+	// the workspaces whose actors run here are those placed here, and
+	// what is shared (the webhook outbox) holds other nodes' work too.
+	Clustered bool
 
 	instants *Instants
 }

@@ -68,6 +68,12 @@ const (
 	workerTickMillis        = 1000
 	maxStoredResponseBodies = 4096 // bytes of a receiver's response kept per attempt (the client's capture bound)
 	undeliveredIndexBatch   = 1024 // deliveries indexed per batch when building the undelivered index
+	// clusterOutboxScanEvents bounds the outbox entries one fan-out step
+	// reads on a cluster node, where the shared outbox holds other nodes'
+	// events, passed over, besides its own (at most fanoutBatchEvents).
+	// Events of a lost node wait for its projects' next owner; more than
+	// this ahead of a node's own delay them until that owner takes them.
+	clusterOutboxScanEvents = 4 * fanoutBatchEvents
 )
 
 // undeliveredIndexBuilt marks a store whose undelivered index (wu/) holds
@@ -403,11 +409,25 @@ func (d *Dispatcher) fanout() (moved int, more bool) {
 	created := map[string]int{}      // deliveries created, by endpoint
 	lowest := map[string]time.Time{} // the first (lowest) due time added to each endpoint's due index
 	var newest time.Time
-	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), fanoutBatchEvents, func(key, value []byte) bool {
+	scanned := fanoutBatchEvents
+	if env.Clustered {
+		// The outbox is shared: other nodes' events are passed over.
+		scanned = clusterOutboxScanEvents
+	}
+	_ = env.Store.Scan([]byte(persistence.PrefixOutbox), scanned, func(key, value []byte) bool {
+		if n == fanoutBatchEvents {
+			return false
+		}
 		var ev core.OutboxEvent
 		var subscribed []*core.WebhookEndpoint
 		if json.Unmarshal(value, &ev) == nil { // unreadable: nothing can deliver it
-			if gate, ok := env.Registry.ProjectGate(ev.ProjectID); ok {
+			gate, ok := env.Registry.ProjectGate(ev.ProjectID)
+			if !ok && env.Clustered {
+				// Another node's project (or one this node places later):
+				// its owner fans the event out.
+				return true
+			}
+			if ok {
 				if eps := gate.Endpoints.Load(); eps != nil {
 					for _, ep := range *eps {
 						if ep.Subscribed(ev.Type) {

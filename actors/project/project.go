@@ -92,6 +92,11 @@ func (a *projectActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
+	case *actor.Stopped:
+		// Released (its workspace moved to another node) or shut down:
+		// its rooms no longer count on this process.
+		a.env.Gauges.ActiveRooms.Add(-a.countedRooms)
+		a.countedRooms = 0
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
 		case CreateRoom:

@@ -239,6 +239,10 @@ func (g *Gate) forceSlots(n int64) {
 	g.gauge.Add(n)
 }
 
+// uncount takes the room's slots out of the process's gauge when its
+// actor stops; the gate is not used again.
+func (g *Gate) uncount() { g.gauge.Add(-g.Slots()) }
+
 // giveSlot gives one slot back to the room and its project.
 func (g *Gate) giveSlot() {
 	g.giveRoomSlot()

@@ -88,6 +88,10 @@ func (a *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover()
+	case *actor.Stopped:
+		// Released (its workspace moved to another node) or shut down:
+		// its participants no longer count on this process.
+		a.seats.uncount()
 	case *core.Envelope:
 		switch c := m.Msg.(type) {
 		case CreateParticipant:

@@ -1,0 +1,85 @@
+package dispatch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"rtcd/actors/core"
+	"rtcd/auth"
+	"rtcd/clock"
+	"rtcd/persistence"
+	"rtcd/ratelimit"
+)
+
+// oneProjectRegistry publishes the gate of one project only, as a cluster
+// node runs only the projects placed on it.
+type oneProjectRegistry struct {
+	gateRegistry
+	projectID string
+}
+
+func (r oneProjectRegistry) ProjectGate(id string) (*core.ProjectGate, bool) {
+	if id != r.projectID {
+		return nil, false
+	}
+	return r.gate, true
+}
+
+// On a cluster node the shared outbox holds other nodes' events: the
+// fan-out moves those of its own projects and leaves the others' for
+// their owners, where a single node drops events of a project it does not
+// know (nothing can deliver them).
+func TestClusteredFanoutLeavesOtherNodesEvents(t *testing.T) {
+	for _, clustered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("clustered=%v", clustered), func(t *testing.T) {
+			store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			keys, err := auth.DeriveKeys(make([]byte, 32))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+			env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.Clustered = clustered
+			ep := &core.WebhookEndpoint{ID: "we_1", URL: "https://example.test/hook", Status: core.EndpointEnabled, CreatedAt: t0}
+			ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, "whsec_test")
+			eps := []*core.WebhookEndpoint{ep}
+			gate := &core.ProjectGate{}
+			gate.Endpoints.Store(&eps)
+			env.Registry = oneProjectRegistry{gateRegistry: gateRegistry{gate: gate}, projectID: "prj_here"}
+			d := New(env)
+
+			b := store.NewBatch()
+			for i := range 6 {
+				project := "prj_here"
+				if i%2 == 0 {
+					project = "prj_elsewhere"
+				}
+				env.Outbox.Emit(b, project, core.EventRoomStarted, t0, map[string]any{"room_id": fmt.Sprintf("room_%d", i), "sequence": 1})
+			}
+			if err := store.CommitAndWait(b); err != nil {
+				t.Fatal(err)
+			}
+			moved, _ := d.fanout()
+			left := 0
+			_ = store.Scan([]byte(persistence.PrefixOutbox), 0, func(_, _ []byte) bool { left++; return true })
+			deliveries := 0
+			_ = store.Scan([]byte(persistence.PrefixDelivery), 0, func(_, _ []byte) bool { deliveries++; return true })
+			wantMoved, wantLeft := 6, 0
+			if clustered {
+				wantMoved, wantLeft = 3, 3
+			}
+			if moved != wantMoved || left != wantLeft || deliveries != 3 {
+				t.Fatalf("moved %d, left %d, %d deliveries; want %d moved, %d left, 3 deliveries", moved, left, deliveries, wantMoved, wantLeft)
+			}
+		})
+	}
+}
