@@ -112,6 +112,9 @@ var (
 	// ErrNotMember: this node is not a member now (its lease was lost and
 	// it has not registered again), or it sees no members.
 	ErrNotMember = errors.New("cluster: this node is not a member of the cluster now")
+	// ErrNotPlaced: the owner could not make the project active
+	// (Config.OnPlaced failed); the client may retry.
+	ErrNotPlaced = errors.New("cluster: the owner could not place the project")
 )
 
 // Config is one node's part in a cluster.
@@ -135,8 +138,11 @@ type Config struct {
 	Serve func(projectID string, request []byte) []byte
 	// OnPlaced and OnMoved, if set, are called when a project becomes
 	// active here (before its first request is served) and when it stops
-	// being active here.
-	OnPlaced func(projectID string)
+	// being active here. A project whose OnPlaced fails is not active: the
+	// request that placed it gets the error (wrapped in ErrNotPlaced), and
+	// the next one tries again; OnMoved follows every OnPlaced, failed or
+	// not.
+	OnPlaced func(projectID string) error
 	OnMoved  func(projectID string)
 }
 
@@ -630,9 +636,32 @@ func (n *Node) Forward(projectID string, request []byte) ([]byte, error) {
 		return nil, ErrNotOwner
 	case fasthttp.StatusRequestEntityTooLarge:
 		return nil, ErrForwardTooLarge
+	case fasthttp.StatusServiceUnavailable:
+		return nil, fmt.Errorf("%w: on %s: %s", ErrNotPlaced, owner.Address, res.Body())
 	default:
 		return nil, fmt.Errorf("cluster: forward to %s: %d: %s", owner.Address, res.StatusCode(), res.Body())
 	}
+}
+
+// Route runs a request for projectID where it is owned: on this node by
+// calling local, once the project is placed here (as a forwarded request
+// is served, without encoding it), or on its owner with the raw request
+// that raw returns, whose raw response Route returns. A nil response and
+// error mean local ran.
+func (n *Node) Route(projectID string, local func(), raw func() []byte) ([]byte, error) {
+	owner, ok := n.Owner(projectID)
+	if !ok {
+		return nil, ErrNotMember
+	}
+	if owner.ID != n.self.ID {
+		return n.Forward(projectID, raw())
+	}
+	if err := n.place(projectID); err != nil {
+		return nil, err
+	}
+	defer n.served(projectID)
+	local()
+	return nil, nil
 }
 
 // serveOwned serves a request for a project this node should own: only
@@ -692,11 +721,15 @@ func (n *Node) place(projectID string) error {
 		n.placing[projectID] = done
 		n.mu.Unlock()
 
+		var placeErr error
 		if n.cfg.OnPlaced != nil {
-			n.cfg.OnPlaced(projectID)
+			placeErr = n.cfg.OnPlaced(projectID)
 		}
 		n.mu.Lock()
 		err := n.ownsLocked(projectID)
+		if err == nil && placeErr != nil {
+			err = fmt.Errorf("%w: %w", ErrNotPlaced, placeErr)
+		}
 		var moves []move
 		if err == nil {
 			n.active[projectID] = true
@@ -748,6 +781,8 @@ func (n *Node) handleForward(ctx *fasthttp.RequestCtx) {
 		ctx.Error(err.Error(), fasthttp.StatusMisdirectedRequest)
 	case errors.Is(err, ErrForwardTooLarge):
 		ctx.Error(err.Error(), fasthttp.StatusRequestEntityTooLarge)
+	case errors.Is(err, ErrNotPlaced):
+		ctx.Error(err.Error(), fasthttp.StatusServiceUnavailable)
 	default:
 		ctx.SetBody(response)
 	}

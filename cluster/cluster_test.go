@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,7 +72,7 @@ func (p *placements) config(name, etcdEndpoint string, node func() *Node) Config
 			n := node()
 			return []byte(fmt.Sprintf("served-by %s %s %d %d %s", n.ID(), projectID, placed, n.Generation(), request))
 		},
-		OnPlaced: func(projectID string) { p.mu.Lock(); p.placed[projectID]++; p.mu.Unlock() },
+		OnPlaced: func(projectID string) error { p.mu.Lock(); p.placed[projectID]++; p.mu.Unlock(); return nil },
 		OnMoved:  func(projectID string) { p.mu.Lock(); p.moved[projectID]++; p.mu.Unlock() },
 	}
 }
@@ -450,7 +451,7 @@ func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 	n := unjoinedNode("a", "a")
 	var placed atomic.Int64
 	release := make(chan struct{})
-	n.cfg.OnPlaced = func(string) { placed.Add(1); <-release }
+	n.cfg.OnPlaced = func(string) error { placed.Add(1); <-release; return nil }
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
@@ -485,9 +486,10 @@ func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
 	id := movedWhenBJoins()
 	n := unjoinedNode("a", "a")
 	var events []string
-	n.cfg.OnPlaced = func(p string) {
+	n.cfg.OnPlaced = func(p string) error {
 		events = append(events, "placed "+p)
 		n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins meanwhile
+		return nil
 	}
 	n.cfg.OnMoved = func(p string) { events = append(events, "moved "+p) }
 	if err := n.place(id); err != ErrNotOwner {
@@ -499,7 +501,7 @@ func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
 	// The lease lost while placing: the same.
 	events = nil
 	m := unjoinedNode("a", "a")
-	m.cfg.OnPlaced = func(p string) { events = append(events, "placed "+p); m.dropOwnership() }
+	m.cfg.OnPlaced = func(p string) error { events = append(events, "placed "+p); m.dropOwnership(); return nil }
 	m.cfg.OnMoved = n.cfg.OnMoved
 	if err := m.place("q"); err != ErrNotMember {
 		t.Fatalf("place: %v, want ErrNotMember", err)
@@ -518,7 +520,7 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	var events []string
 	note := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
 	release := make(chan struct{})
-	n.cfg.OnPlaced = func(p string) { note("placed") }
+	n.cfg.OnPlaced = func(p string) error { note("placed"); return nil }
 	n.cfg.OnMoved = func(p string) { note("moving"); <-release; note("moved") }
 	if err := n.place(id); err != nil {
 		t.Fatal(err)
@@ -585,4 +587,31 @@ func TestMoveWaitsForRequestsInFlight(t *testing.T) {
 		t.Fatal("OnMoved did not run once the request returned")
 	}
 	n.movers.Wait()
+}
+
+// A project whose OnPlaced fails is not made active: the request gets
+// ErrNotPlaced, OnMoved follows, and the next request places it again.
+func TestFailedPlacementIsTriedAgain(t *testing.T) {
+	n := unjoinedNode("a", "a")
+	var events []string
+	fail := true
+	n.cfg.OnPlaced = func(p string) error {
+		events = append(events, "placed "+p)
+		if fail {
+			return errors.New("the store is away")
+		}
+		return nil
+	}
+	n.cfg.OnMoved = func(p string) { events = append(events, "moved "+p) }
+	if err := n.place("q"); !errors.Is(err, ErrNotPlaced) || n.active["q"] {
+		t.Fatalf("place: %v (active %v), want ErrNotPlaced", err, n.active["q"])
+	}
+	fail = false
+	if err := n.place("q"); err != nil {
+		t.Fatal(err)
+	}
+	n.served("q")
+	if want := []string{"placed q", "moved q", "placed q"}; !slices.Equal(events, want) || !n.active["q"] {
+		t.Fatalf("events %v (active %v), want %v", events, n.active["q"], want)
+	}
 }
