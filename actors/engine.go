@@ -90,11 +90,15 @@ type Engine struct {
 	// and invitations; sessions is what it publishes for authentication.
 	directory *actor.PID
 	sessions  *core.Sessions
-	// placing serializes placing and releasing workspaces (cluster mode).
-	placing   sync.Mutex
 	mailer    atomic.Pointer[Mailer]
 	mailQueue chan outgoingMail
 	mailDone  chan struct{}
+
+	// placing serializes placing and releasing workspaces (cluster mode);
+	// the caches name the workspace of a key and of a project.
+	placing           sync.Mutex
+	keyWorkspaces     placementCache
+	projectWorkspaces placementCache
 
 	stop chan struct{}
 	done chan struct{}
@@ -428,7 +432,9 @@ func (e *Engine) sweepLoop() {
 				e.system.Root.Send(v.(*walletHandle).pid, core.Sweep{})
 				return true
 			})
-			e.system.Root.Send(e.directory, core.Sweep{})
+			if e.directory != nil { // a cluster node runs none yet
+				e.system.Root.Send(e.directory, core.Sweep{})
+			}
 			if now := e.env.Clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
 				// Rate counters of past windows are dropped once a minute.
@@ -468,6 +474,11 @@ type Result struct {
 // ask sends msg to pid in an envelope and waits for its answer, at most
 // askTimeout.
 func (e *Engine) ask(pid *actor.PID, msg any) core.Reply {
+	if pid == nil {
+		// The directory of a cluster node: not run there yet
+		// (docs/cluster.md).
+		return core.Reply{Err: core.ErrUnavailable}
+	}
 	env, answer := core.NewEnvelope(msg)
 	e.system.Root.Send(pid, env)
 	t := time.NewTimer(askTimeout)

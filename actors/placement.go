@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/auth"
 	"rtcd/persistence"
 )
 
@@ -228,4 +230,78 @@ func (e *Engine) releaseWorkspaceLocked(accountID string, projectIDs []string) {
 	durable := make(chan struct{})
 	e.env.Store.AfterDurable(func() { close(durable) })
 	<-durable
+}
+
+// maxPlacementCacheEntries bounds each of the engine's placement caches
+// (key hash -> workspace, project -> workspace). Both mappings never
+// change once written, so a cached entry is never stale; a full cache is
+// emptied and fills again from the store.
+const maxPlacementCacheEntries = 65536
+
+// placementCache is one bounded cache of an immutable mapping.
+type placementCache struct {
+	mu      sync.Mutex
+	entries map[string]string
+}
+
+func (c *placementCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.entries[k]
+	return v, ok
+}
+
+func (c *placementCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxPlacementCacheEntries {
+		c.entries = make(map[string]string)
+	}
+	c.entries[k] = v
+}
+
+// WorkspaceOfProject is AccountOfProject through the engine's cache: the
+// workspace that places a project's requests in a cluster.
+func (e *Engine) WorkspaceOfProject(projectID string) (accountID string, ok bool, err error) {
+	if v, ok := e.projectWorkspaces.get(projectID); ok {
+		return v, true, nil
+	}
+	accountID, ok, err = e.AccountOfProject(projectID)
+	if ok {
+		e.projectWorkspaces.put(projectID, accountID)
+	}
+	return accountID, ok, err
+}
+
+// WorkspaceOfAPIKey is the workspace whose node decides a request made
+// with an API key secret (ProjectOfAPIKey, then its project's workspace);
+// ok is false for a secret that names no key.
+func (e *Engine) WorkspaceOfAPIKey(secret string) (accountID string, ok bool, err error) {
+	if !auth.CheckAPIKeyFormat(secret) {
+		return "", false, nil
+	}
+	hash := e.env.Keys.HashAPIKey(secret)
+	if v, ok := e.keyWorkspaces.get(string(hash[:])); ok {
+		return v, true, nil
+	}
+	projectID, ok, err := e.ProjectOfAPIKey(secret)
+	if !ok || err != nil {
+		return "", ok, err
+	}
+	accountID, ok, err = e.WorkspaceOfProject(projectID)
+	if ok {
+		e.keyWorkspaces.put(string(hash[:]), accountID)
+	}
+	return accountID, ok, err
+}
+
+// WorkspaceOfParticipantToken is the workspace whose node decides a
+// connect made with a participant token; ok is false for a token that
+// does not verify (any node refuses it as its owner would).
+func (e *Engine) WorkspaceOfParticipantToken(token string) (accountID string, ok bool, err error) {
+	claims, verr := e.env.Keys.VerifyParticipantToken(token, e.env.Clock.Now())
+	if verr != nil {
+		return "", false, nil
+	}
+	return e.WorkspaceOfProject(claims.ProjectID)
 }

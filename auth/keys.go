@@ -26,6 +26,7 @@ const (
 	labelPaymentsSandbox  = "rtcd/payments-sandbox/v1"
 	labelDashboardSecret  = "rtcd/dashboard-secret-hash/v1"
 	labelGoogleState      = "rtcd/google-state/v1"
+	labelClusterSecret    = "rtcd/cluster-secret/v1"
 )
 
 // ErrMasterKeyTooShort is returned by DeriveKeys when the master secret is
@@ -45,6 +46,7 @@ type Keys struct {
 	paymentsSandbox  [32]byte
 	dashboardSecret  [32]byte
 	googleState      [32]byte
+	clusterSecret    [32]byte
 }
 
 // DeriveKeys derives all subkeys from master. master must be at least
@@ -62,6 +64,7 @@ func DeriveKeys(master []byte) (Keys, error) {
 		paymentsSandbox:  deriveSubkey(master, labelPaymentsSandbox),
 		dashboardSecret:  deriveSubkey(master, labelDashboardSecret),
 		googleState:      deriveSubkey(master, labelGoogleState),
+		clusterSecret:    deriveSubkey(master, labelClusterSecret),
 	}, nil
 }
 
@@ -79,6 +82,11 @@ func (k Keys) PaymentsSandbox() [32]byte { return k.paymentsSandbox }
 // GoogleState returns the key the Google sign-in derives its nonce and PKCE
 // verifier from the caller's state with.
 func (k Keys) GoogleState() [32]byte { return k.googleState }
+
+// ClusterSecret returns the secret the nodes of a cluster present to each
+// other: every node holds the master secret (they verify each other's
+// tokens), so none needs a second secret to be configured.
+func (k Keys) ClusterSecret() [32]byte { return k.clusterSecret }
 
 // MediaToken returns the media token subkey. It exists so the media node can
 // be provisioned with only this key (see NewMediaVerifier) instead of the

@@ -42,6 +42,14 @@ type Config struct {
 	RedisURL       string // redis:// or rediss:// URL, with --rate-limit-store=redis
 	RedisKeyPrefix string // starts every counter key in Redis
 
+	// Cluster mode (docs/cluster.md): several nodes over one JetStream
+	// stream and one Redis, each workspace placed on one of them. An empty
+	// ClusterName: a single node.
+	ClusterName      string
+	ClusterEtcd      string // comma-separated etcd client endpoints (host:port)
+	ClusterListen    string // HOST:PORT of the node-to-node listener
+	ClusterAdvertise string // HOST:PORT other nodes dial; empty: ClusterListen's address
+
 	DefaultMaxActiveRooms              int
 	DefaultMaxActiveParticipants       int
 	DefaultMaxParticipantsPerRoom      int
@@ -130,6 +138,10 @@ func (c *Config) Settings() []Setting {
 		{Name: "rate-limit-store", Default: "memory", Help: "where the request-rate counters live: memory (this process) or redis (shared by every node, see --redis-url; docs/cluster.md)", str: &c.RateLimitStore},
 		{Name: "redis-url", Default: "", Help: "redis://[user:password@]host:port/db (rediss:// for TLS) of the shared rate counters, with --rate-limit-store=redis", str: &c.RedisURL},
 		{Name: "redis-key-prefix", Default: "rtcd:", Help: "prefix of every rate-counter key in Redis, so deployments can share one Redis", str: &c.RedisKeyPrefix},
+		{Name: "cluster-name", Default: "", Help: "run as a node of the named cluster (needs --store=jetstream, --rate-limit-store=redis and --cluster-etcd; docs/cluster.md); empty: a single node", str: &c.ClusterName},
+		{Name: "cluster-etcd", Default: "", Help: "comma-separated etcd client endpoints (host:port) holding the cluster's membership, with --cluster-name", str: &c.ClusterEtcd},
+		{Name: "cluster-listen", Default: "127.0.0.1:9300", Help: "HOST:PORT of the node-to-node listener other nodes forward requests to (keep it private), with --cluster-name", str: &c.ClusterListen},
+		{Name: "cluster-advertise", Default: "", Help: "HOST:PORT other nodes dial to reach --cluster-listen (behind NAT or in a container); empty: the listener's own address", str: &c.ClusterAdvertise},
 		{Name: "listen", Default: "127.0.0.1:8080", Help: "HOST:PORT of the public API", str: &c.Listen},
 		{Name: "metrics-listen", Default: "127.0.0.1:9100", Help: "HOST:PORT of /metrics and /healthz (keep it private)", str: &c.MetricsListen},
 		{Name: "region", Default: "global", Help: "the region this server runs in; rooms may only ask for this one", str: &c.Region},
@@ -318,6 +330,9 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--rate-limit-store=%q: want memory or redis", c.RateLimitStore)
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if err := checkMediaURL(c.MediaURL); err != nil {
 		return err
 	}
@@ -471,4 +486,55 @@ func (c *Config) ListenerScheme() string {
 // MediaNetwork is where the built-in media node's WebRTC traffic goes.
 func (c *Config) MediaNetwork() media.NetworkOptions {
 	return media.NetworkOptions{NodeIP: c.MediaNodeIP, UDPPort: c.MediaUDPPort, TCPPort: c.MediaTCPPort, TURNPort: c.MediaTURNPort}
+}
+
+// validateCluster checks the cluster settings: a node of a cluster keeps
+// its state where every node reads it (JetStream) and its rate counters
+// where every node counts (Redis).
+func (c *Config) validateCluster() error {
+	if c.ClusterName == "" {
+		if c.ClusterEtcd != "" || c.ClusterAdvertise != "" {
+			return fmt.Errorf("--cluster-etcd and --cluster-advertise need --cluster-name")
+		}
+		return nil
+	}
+	for _, ch := range c.ClusterName {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-') {
+			return fmt.Errorf("--cluster-name=%q: use only letters, digits, '_' and '-'", c.ClusterName)
+		}
+	}
+	if c.Store != "jetstream" {
+		return fmt.Errorf("--cluster-name needs --store=jetstream: every node must read the state the others write")
+	}
+	if c.RateLimitStore != "redis" {
+		return fmt.Errorf("--cluster-name needs --rate-limit-store=redis: every node must count the same requests")
+	}
+	if c.ClusterEtcd == "" {
+		return fmt.Errorf("--cluster-name needs --cluster-etcd (RTCD_CLUSTER_ETCD)")
+	}
+	for _, ep := range c.EtcdEndpoints() {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return fmt.Errorf("--cluster-etcd: %q is not host:port", ep)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.ClusterListen); err != nil {
+		return fmt.Errorf("--cluster-listen: %w", err)
+	}
+	if c.ClusterAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.ClusterAdvertise); err != nil {
+			return fmt.Errorf("--cluster-advertise: %w", err)
+		}
+	}
+	return nil
+}
+
+// EtcdEndpoints are --cluster-etcd's endpoints.
+func (c *Config) EtcdEndpoints() []string {
+	var out []string
+	for _, ep := range strings.Split(c.ClusterEtcd, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			out = append(out, ep)
+		}
+	}
+	return out
 }

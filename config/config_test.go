@@ -79,7 +79,8 @@ func TestDefaults(t *testing.T) {
 	}
 	want := map[string]any{
 		"data-dir": "./data", "store": "pebble", "nats-url": "", "nats-stream": "RTCD", "nats-replicas": 3,
-		"rate-limit-store": "memory", "redis-url": "", "redis-key-prefix": "rtcd:", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
+		"rate-limit-store": "memory", "redis-url": "", "redis-key-prefix": "rtcd:", "cluster-name": "", "cluster-etcd": "",
+		"cluster-listen": "127.0.0.1:9300", "cluster-advertise": "", "listen": "127.0.0.1:8080", "metrics-listen": "127.0.0.1:9100",
 		"region": "global", "media-url": "", "media-control-url": "", "webhook-allow-private": false, "webhook-extra-ca-file": "",
 		"webhook-timeout-seconds": 10, "webhook-retry-schedule": "10,60,300,1800,7200,21600,86400", "webhook-window": 32, "master-key": "",
 		"media-listen": "127.0.0.1:8081", "media-node-ip": "", "media-udp-port": 0, "media-tcp-port": 0, "media-turn-port": 0, "tls-cert": "", "tls-key": "", "billing-enabled": true, "currency": "USD",
@@ -198,6 +199,10 @@ func TestEnvironmentApplies(t *testing.T) {
 		"RTCD_RATE_LIMIT_STORE":                       "redis",
 		"RTCD_REDIS_URL":                              "redis://:pw@127.0.0.1:6380/2",
 		"RTCD_REDIS_KEY_PREFIX":                       "rtcd:eu:",
+		"RTCD_CLUSTER_NAME":                           "eu",
+		"RTCD_CLUSTER_ETCD":                           "10.0.0.1:2379, 10.0.0.2:2379",
+		"RTCD_CLUSTER_LISTEN":                         "0.0.0.0:9300",
+		"RTCD_CLUSTER_ADVERTISE":                      "10.0.0.7:9300",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +225,7 @@ func TestEnvironmentApplies(t *testing.T) {
 		GoogleIssuer: "https://issuer.example.com", GoogleRedirectURL: "https://app.example.com/cb",
 		Store: "jetstream", NATSURL: "nats://127.0.0.1:4222,nats://127.0.0.1:4223", NATSStream: "RTCD_EU", NATSReplicas: 5,
 		RateLimitStore: "redis", RedisURL: "redis://:pw@127.0.0.1:6380/2", RedisKeyPrefix: "rtcd:eu:",
+		ClusterName: "eu", ClusterEtcd: "10.0.0.1:2379, 10.0.0.2:2379", ClusterListen: "0.0.0.0:9300", ClusterAdvertise: "10.0.0.7:9300",
 	}
 	if *c != want {
 		t.Errorf("environment not applied:\n got %+v\nwant %+v", *c, want)
@@ -261,6 +267,9 @@ func TestFlagsBeatEnvironment(t *testing.T) {
 	}
 }
 
+// clusterStores are the store settings a cluster node needs.
+var clusterStores = []string{"--store=jetstream", "--nats-url=nats://127.0.0.1:4222", "--rate-limit-store=redis", "--redis-url=redis://127.0.0.1:6379/0"}
+
 func TestInvalidValues(t *testing.T) {
 	cases := []struct {
 		name string
@@ -277,6 +286,14 @@ func TestInvalidValues(t *testing.T) {
 		{"redis without url", []string{"--rate-limit-store=redis"}, nil, "needs --redis-url"},
 		{"redis url scheme", []string{"--rate-limit-store=redis", "--redis-url=http://127.0.0.1:6379"}, nil, "--redis-url"},
 		{"redis key prefix", nil, map[string]string{"RTCD_RATE_LIMIT_STORE": "redis", "RTCD_REDIS_URL": "redis://127.0.0.1:6379/0", "RTCD_REDIS_KEY_PREFIX": "a b"}, "printable"},
+		{"cluster on pebble", []string{"--cluster-name=eu", "--cluster-etcd=127.0.0.1:2379"}, nil, "needs --store=jetstream"},
+		{"cluster without redis", []string{"--cluster-name=eu", "--cluster-etcd=127.0.0.1:2379", "--store=jetstream", "--nats-url=nats://127.0.0.1:4222"}, nil, "needs --rate-limit-store=redis"},
+		{"cluster without etcd", append([]string{"--cluster-name=eu"}, clusterStores...), nil, "needs --cluster-etcd"},
+		{"cluster etcd not host:port", append([]string{"--cluster-name=eu", "--cluster-etcd=etcd.example.com"}, clusterStores...), nil, "not host:port"},
+		{"cluster name", append([]string{"--cluster-name=e/u", "--cluster-etcd=127.0.0.1:2379"}, clusterStores...), nil, "letters, digits"},
+		{"cluster listen", append([]string{"--cluster-name=eu", "--cluster-etcd=127.0.0.1:2379", "--cluster-listen=9300"}, clusterStores...), nil, "--cluster-listen"},
+		{"cluster advertise", append([]string{"--cluster-name=eu", "--cluster-etcd=127.0.0.1:2379", "--cluster-advertise=10.0.0.7"}, clusterStores...), nil, "--cluster-advertise"},
+		{"etcd without cluster", []string{"--cluster-etcd=127.0.0.1:2379"}, nil, "need --cluster-name"},
 		{"negative env", nil, map[string]string{"RTCD_CONNECT_PER_IP_PER_MINUTE": "-5"}, "negative"},
 		{"negative participants per room", []string{"--default-max-participants-per-room", "-10"}, nil, "negative"},
 		{"listen without port", []string{"--listen", "localhost"}, nil, "HOST:PORT"},

@@ -73,6 +73,9 @@ type Server struct {
 	// callCSP is the Content-Security-Policy of the dashboard's call page
 	// (SetMediaEndpoint; "" until set: the dashboard's own).
 	callCSP string
+	// cluster places requests on their workspace's node (SetCluster); nil
+	// on a single node.
+	cluster Router
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -135,8 +138,14 @@ func (s *Server) trimAllow(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Allow", strings.Join(kept, ", "))
 }
 
-// Handler is the fasthttp handler of the API.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+// Handler is the fasthttp handler of the API: on a cluster node, the one
+// that sends each request to its workspace's node (cluster.go).
+func (s *Server) Handler() fasthttp.RequestHandler {
+	if s.cluster != nil {
+		return s.clusteredHandler
+	}
+	return s.router.Handler
+}
 
 // Routes lists the registered routes: method to paths, in the router's
 // {param} syntax. The e2e suite compares it with docs/openapi.yaml. The

@@ -27,6 +27,7 @@ import (
 	"rtcd/actors/dispatch"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/cluster"
 	"rtcd/config"
 	"rtcd/datadir"
 	"rtcd/googleauth"
@@ -78,6 +79,7 @@ type Server struct {
 	metricsSrv  *fasthttp.Server
 	media       *embeddedMedia    // nil when --media-listen is empty
 	remoteMedia *media.HTTPEngine // a node run on its own (--media-control-url)
+	node        *cluster.Node     // this node's membership (--cluster-name); nil on a single node
 	apiLn       net.Listener
 	metricsLn   net.Listener
 	serveErrors chan error
@@ -344,7 +346,12 @@ func (st *startup) startEngine() error {
 	// Engine.Stop waits for the loops a successful Start begins, so a
 	// failed recovery has nothing here to stop.
 	recoveryStart := time.Now() // a duration on the monotonic clock, not a point in time
-	if err := engine.Start(); err != nil {
+	start := engine.Start
+	if cfg.ClusterName != "" {
+		// A cluster node recovers each workspace when it is placed here.
+		start = engine.StartClustered
+	}
+	if err := start(); err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
 	m.Storage.Recovered(time.Since(recoveryStart).Seconds())
@@ -407,6 +414,11 @@ func (st *startup) buildAPIServer() error {
 	apiSrv.SetGoogle(st.google)
 	apiSrv.AllowDashboardOrigin(st.origin, st.cfg.APIOrigin(st.s.apiLn.Addr().String()))
 	apiSrv.SetMediaEndpoint(st.mediaURL)
+	if st.cfg.ClusterName != "" {
+		if err := st.joinCluster(apiSrv); err != nil {
+			return err
+		}
+	}
 	st.s.api = apiSrv.NewFastHTTPServer()
 	return nil
 }
@@ -507,6 +519,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.remoteMedia.Close(ctx) // flush queued commands
 	}
 	_ = s.metricsSrv.ShutdownWithContext(ctx)
+	if s.node != nil {
+		// Its workspaces are released (their writes durable) and its
+		// lease ended, so the other nodes take them over at once.
+		s.node.Leave()
+	}
 	s.engine.Stop()
 	// A backup still running (its request outlived the drain) finishes
 	// before the store closes under it; none starts after this.

@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"rtcd/internal/natstest"
+	"rtcd/internal/testtools"
+)
+
+// clusterOf starts n rtcd nodes of one cluster on loopback (docs/cluster.md)
+// over three NATS servers (one R3 stream), one etcd and one Redis, each
+// node with its own data directory and the same master secret. The first
+// node bootstraps the store; extra are `rtcd serve` flags of every node.
+func clusterOf(t *testing.T, n int, extra ...string) []*env {
+	t.Helper()
+	nats, err := natstest.Start()
+	if err != nil {
+		t.Fatalf("start the NATS cluster: %v", err)
+	}
+	t.Cleanup(nats.Shutdown)
+	etcd := testtools.StartEtcd(t)
+	redis := testtools.StartRedis(t)
+	master := make([]byte, 32)
+	_, _ = rand.Read(master)
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	flags := append([]string{"--store", "jetstream", "--nats-url", nats.URLs, "--nats-stream", "CLUSTER",
+		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--redis-key-prefix", name + ":",
+		"--cluster-name", name, "--cluster-etcd", etcd.Endpoint, "--cluster-listen", "127.0.0.1:0",
+		"--master-key", hex.EncodeToString(master)}, extra...)
+	nodes := make([]*env, n)
+	for i := range nodes {
+		// One after another: the first bootstraps the store.
+		nodes[i] = startIn(t, t.TempDir(), nil, flags...)
+		if i > 0 {
+			nodes[i].Boot = nodes[0].Boot
+		}
+	}
+	for _, node := range nodes {
+		node.eventually(fmt.Sprintf("every node sees %d members", n), func() bool { return node.srv.ClusterMembers() == n })
+	}
+	return nodes
+}
+
+// TestClusterOfThreeNodes: three nodes serve one project as if they were
+// one server. Its workspace is placed on one of them, and every request,
+// through any node, is decided there: a room made through one node is
+// read, joined and deleted through the others; 100 simultaneous connects
+// spread over the three nodes admit exactly a room's cap, and exactly the
+// project's quota over several rooms; the project's rate limit counts the
+// requests of every node; a key revoked through one node is refused
+// through another on the very next request.
+func TestClusterOfThreeNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three rtcd nodes, three NATS servers, etcd and Redis")
+	}
+	const (
+		roomCap      = 7
+		projectQuota = 40
+		roomCreates  = 6
+	)
+	nodes := clusterOf(t, 3, fmt.Sprintf("--default-max-active-participants=%d", projectQuota),
+		fmt.Sprintf("--default-room-creates-per-minute=%d", roomCreates))
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	key := a.Boot.APIKey
+
+	// The project's room-create limit counts the creates of every node:
+	// the seventh, through any node, is refused.
+	var rooms []string
+	for i := range roomCreates {
+		body := map[string]any{}
+		if i == 1 {
+			body["max_participants"] = roomCap
+		}
+		rooms = append(rooms, nodes[i%3].do("POST", "/v1/rooms", key, body).must(t, 201).Str("id"))
+	}
+	mustRateLimited(t, c.do("POST", "/v1/rooms", key, map[string]any{}), roomCreates, "room_creates_per_minute", -1)
+
+	// A room made through A is read, joined and deleted through B and C.
+	room := rooms[0]
+	for _, node := range []*env{b, c} {
+		if got := node.do("GET", "/v1/rooms/"+room, key, nil).must(t, 200); got.Str("id") != room {
+			t.Fatalf("GET through another node: %s", got.Raw)
+		}
+	}
+	_, tok := b.createParticipant(room, nil)
+	c.connect(tok).must(t, 200)
+	a.connect(tok).must(t, 200) // the same participant again: its reservation, through another node
+	if s := c.do("DELETE", "/v1/rooms/"+room, key, nil).must(t, 200).Str("status"); s != "ending" && s != "ended" {
+		t.Fatalf("DELETE through C: status %q", s)
+	}
+	a.eventually("the room deleted through C reads ended through A", func() bool {
+		return a.do("GET", "/v1/rooms/"+room, key, nil).Str("status") == "ended"
+	})
+	held := 0 // the room ended: its participant holds no slot
+
+	// 100 simultaneous connects over three nodes into a room of cap 7.
+	_, toks := spreadTokens(nodes, rooms[1], 100)
+	admitted := connectSpread(t, nodes, toks, "max_participants", roomCap)
+	if admitted != roomCap {
+		t.Fatalf("%d of 100 connects admitted into a room of cap %d", admitted, roomCap)
+	}
+	held += roomCap
+
+	// 100 over three nodes into four rooms of one project with a quota of
+	// 40 participants, 7 of them held already.
+	toks = nil
+	for _, r := range rooms[2:] {
+		_, ts := spreadTokens(nodes, r, 25)
+		toks = append(toks, ts...)
+	}
+	admitted = connectSpread(t, nodes, toks, "max_active_participants", projectQuota)
+	if admitted != projectQuota-held {
+		t.Fatalf("%d of 100 connects admitted into a project with %d of its quota of %d left", admitted, projectQuota-held, projectQuota)
+	}
+
+	// Every room is on one node, the workspace's owner; the others hold
+	// none, they forwarded.
+	var owners int
+	for _, node := range nodes {
+		if rooms := node.mfValue("rtcd_active_rooms", nil); rooms > 0 {
+			owners++
+			if active := node.mfValue("rtcd_active_participants", nil); active != projectQuota {
+				t.Fatalf("the owner holds %v participants, want %d", active, projectQuota)
+			}
+		}
+	}
+	if owners != 1 {
+		t.Fatalf("%d nodes hold rooms, want the one owner", owners)
+	}
+
+	// A key revoked through A is refused through B on the next request.
+	created := a.createKey(key, "rooms:read").must(t, 201)
+	secret, id := created.Str("secret"), created.Str("id")
+	b.do("GET", "/v1/rooms", secret, nil).must(t, 200)
+	a.do("DELETE", "/v1/api-keys/"+id, key, nil).must(t, 200)
+	for _, node := range nodes {
+		node.do("GET", "/v1/rooms", secret, nil).mustErr(t, 401, "authentication_failed")
+	}
+}
+
+// spreadTokens creates n participants in room, round robin over nodes.
+func spreadTokens(nodes []*env, room string, n int) (ids, toks []string) {
+	for i := range n {
+		id, tok := nodes[i%len(nodes)].createParticipant(room, nil)
+		ids = append(ids, id)
+		toks = append(toks, tok)
+	}
+	return ids, toks
+}
+
+// connectSpread connects every token at once, round robin over nodes, and
+// returns how many were admitted; every refusal must be the quota named.
+func connectSpread(t *testing.T, nodes []*env, toks []string, limitName string, limit int) int {
+	t.Helper()
+	var admitted atomic.Int64
+	rs := nodes[0].parallel(len(toks), func(i int) (*resp, error) { return nodes[i%len(nodes)].connectAsync(toks[i]) })
+	for _, r := range rs {
+		if r.Status == 200 {
+			admitted.Add(1)
+			continue
+		}
+		mustQuota(t, r, limitName, limit)
+	}
+	return int(admitted.Load())
+}

@@ -1,0 +1,145 @@
+package http
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/valyala/fasthttp"
+	"rtcd/actors"
+	"rtcd/apierr"
+)
+
+// On a cluster node (docs/cluster.md) each workspace's actors run on one
+// node, its owner, and any node takes any request: the entry node finds
+// the workspace a request belongs to (from its API key or, for a connect,
+// its participant token: store indexes that never change, cached) and
+// runs it where the workspace is placed, in this process or on the owner
+// in one hop (raw HTTP, with the source IP the entry node saw). A request
+// that names no workspace (a malformed or unknown credential, health,
+// the system info) is answered here: any node answers it as its owner
+// would. The owner authenticates and decides, so what it refuses (a
+// revoked key) is refused through every node at once.
+
+// Router runs a request where its placement key is owned (cluster.Node).
+type Router interface {
+	Route(key string, local func(), raw func() []byte) ([]byte, error)
+}
+
+// forwardedClientIPHeader carries, from the entry node to the owner, the
+// source IP the entry node took for the request (its rate limit is per
+// address). The entry node drops any a client sent.
+const forwardedClientIPHeader = "X-Rtcd-Forwarded-Client-Ip"
+
+// SetCluster makes the server a cluster node's: requests run where their
+// workspace is placed. Call before NewFastHTTPServer.
+func (s *Server) SetCluster(r Router) { s.cluster = r }
+
+// clusteredHandler is the API's handler on a cluster node.
+func (s *Server) clusteredHandler(ctx *fasthttp.RequestCtx) {
+	ctx.Request.Header.Del(forwardedClientIPHeader)
+	key, ok, err := s.placementOf(ctx)
+	if err != nil {
+		s.failUnplaced(ctx, fmt.Errorf("%w: %w", errStoreLookup, err))
+		return
+	}
+	if !ok {
+		s.router.Handler(ctx)
+		return
+	}
+	raw, err := s.cluster.Route(key, func() { s.router.Handler(ctx) }, func() []byte { return s.forwardable(ctx) })
+	switch {
+	case err != nil:
+		s.failUnplaced(ctx, err)
+	case raw != nil:
+		if ctx.IsHead() {
+			ctx.Response.SkipBody = true
+		}
+		if rerr := ctx.Response.Read(bufio.NewReader(bytes.NewReader(raw))); rerr != nil {
+			s.failUnplaced(ctx, rerr)
+		}
+	}
+}
+
+// placementOf is the workspace a request must run on: its participant
+// token's for a connect, its API key's for a request that bears one; ok
+// is false for a request that names none (answered on the entry node).
+func (s *Server) placementOf(ctx *fasthttp.RequestCtx) (key string, ok bool, err error) {
+	if ctx.IsPost() && string(ctx.Path()) == connectPath {
+		var p actors.ConnectParams
+		if decodeConnect(ctx.PostBody(), ctx.Request.Header.ContentType(), &p) != nil || p.Token == nil {
+			return "", false, nil
+		}
+		return s.engine.WorkspaceOfParticipantToken(*p.Token)
+	}
+	authz := ctx.Request.Header.Peek("Authorization")
+	const bearer = "Bearer "
+	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)], []byte(bearer)) {
+		return "", false, nil
+	}
+	token := authz[len(bearer):]
+	if isSessionToken(token) {
+		return "", false, nil // dashboard sessions: not placed yet (docs/cluster.md)
+	}
+	return s.engine.WorkspaceOfAPIKey(string(token))
+}
+
+// forwardable is the request as raw HTTP for its owner, carrying the
+// source IP this node took.
+func (s *Server) forwardable(ctx *fasthttp.RequestCtx) []byte {
+	ctx.Request.Header.Set(forwardedClientIPHeader, s.sourceIP(ctx))
+	var b bytes.Buffer
+	_, _ = ctx.Request.WriteTo(&b) // a bytes.Buffer takes every write
+	return b.Bytes()
+}
+
+// ServeForwarded runs a raw request another node forwarded here (this
+// node owns its workspace) as if it had arrived here from the source IP
+// the entry node took, and returns the raw response.
+func (s *Server) ServeForwarded(raw []byte) []byte {
+	var req fasthttp.Request
+	if err := req.ReadLimitBody(bufio.NewReader(bytes.NewReader(raw)), MaxRequestBodyBytes); err != nil {
+		// The entry node sent what it parsed itself: a bug, not a client's.
+		slog.Error("cluster: a forwarded request does not parse", "error", err)
+		var res fasthttp.Response
+		res.SetStatusCode(fasthttp.StatusBadRequest)
+		return []byte(res.String())
+	}
+	ip := net.ParseIP(string(req.Header.Peek(forwardedClientIPHeader)))
+	req.Header.Del(forwardedClientIPHeader)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: ip}, nil)
+	s.router.Handler(&ctx)
+	var b bytes.Buffer
+	_, _ = ctx.Response.WriteTo(&b)
+	return b.Bytes()
+}
+
+// failUnplaced answers a request that could not reach its workspace's
+// node (the members are changing, this node lost its lease, or the owner
+// could not place it): 503, to be retried.
+func (s *Server) failUnplaced(ctx *fasthttp.RequestCtx, err error) {
+	rc := &reqCtx{ctx: ctx, requestID: requestID(ctx), route: "unmatched"}
+	if string(ctx.Path()) == connectPath {
+		rc.route = connectPath // a browser must read why its connect was refused
+	}
+	ctx.Response.Reset()
+	ctx.Response.Header.Set("X-Request-Id", rc.requestID)
+	defer s.applyCORS(rc)
+	slog.Warn("cluster: a request could not reach its workspace's node", "path", string(ctx.Path()), "request_id", rc.requestID, "error", err)
+	e := apierr.New(apierr.ServiceUnavailable, "the node serving this project is changing; retry shortly")
+	e.RetryAfterSeconds = 1
+	if errors.Is(err, errStoreLookup) {
+		e.Message = "the store did not answer; retry shortly"
+	}
+	rc.fail(e)
+	if s.metrics != nil {
+		s.metrics.ObserveHTTP("unmatched", ctx.Method(), ctx.Response.StatusCode(), -1)
+	}
+}
+
+// errStoreLookup marks a placement the store did not answer.
+var errStoreLookup = errors.New("placement lookup failed")
