@@ -111,6 +111,8 @@ func TestMetricsFamiliesFromTheStart(t *testing.T) {
 		"rtcd_rate_limit_rejections_total":            dto.MetricType_COUNTER,
 		"rtcd_rate_limit_local_decisions_total":       dto.MetricType_COUNTER,
 		"rtcd_rate_limit_store_reachable":             dto.MetricType_GAUGE,
+		"rtcd_cluster_members":                        dto.MetricType_GAUGE,
+		"rtcd_cluster_fenced_batches_total":           dto.MetricType_COUNTER,
 		"rtcd_snapshot_write_duration_seconds":        dto.MetricType_HISTOGRAM,
 		"rtcd_recovery_duration_seconds":              dto.MetricType_GAUGE,
 		"rtcd_pebble_compactions_total":               dto.MetricType_COUNTER,

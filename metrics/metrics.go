@@ -43,6 +43,7 @@ type Metrics struct {
 	Billing    *Billing
 	Media      *Media
 	RateLimits *RateLimits
+	Cluster    *Cluster
 	Storage    *Storage
 
 	// httpChildren are the HTTP collectors' children by route, method and
@@ -102,6 +103,7 @@ func New() *Metrics {
 	m.Billing = newBilling(r)
 	m.Media = newMedia(r)
 	m.RateLimits = newRateLimits(r)
+	m.Cluster = newCluster(r)
 	m.Storage = newStorage(r)
 	return m
 }

@@ -2,10 +2,14 @@ package server
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"rtcd/cluster"
 	api "rtcd/http"
+	"rtcd/metrics"
+	"rtcd/persistence"
 )
 
 // joinCluster makes this server a node of the cluster --cluster-name names
@@ -32,7 +36,28 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 	st.onFailure(node.Leave)
 	st.s.node = node
 	apiSrv.SetCluster(node)
+	st.m.Cluster.SetMembers(func() int { return len(node.Members()) })
 	return nil
+}
+
+// fencedIsNotFatal is a cluster node's storage failure handler: a batch
+// refused because another node took over its journal (ErrFenced: the
+// workspace moved while this node still wrote for it, as after a pause
+// past its lease) was never acknowledged, and only the actors of the moved
+// workspace wrote it, which the node stops when it learns of the move; the
+// node goes on serving its other workspaces and rejoins. Any other refusal
+// goes to fatal.
+func fencedIsNotFatal(fatal func(error), m func() *metrics.Metrics) func(error) {
+	return func(err error) {
+		if !errors.Is(err, persistence.ErrFenced) {
+			fatal(err)
+			return
+		}
+		slog.Warn("cluster: a write for a workspace that moved to another node was refused (fenced); nothing of it was acknowledged", "error", err)
+		if mm := m(); mm != nil {
+			mm.Cluster.Fenced()
+		}
+	}
 }
 
 // ClusterAddr is the node-to-node listener's address ("" on a single

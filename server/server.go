@@ -167,6 +167,9 @@ func newStartup(cfg *config.Config, opts Options) *startup {
 			os.Exit(1)
 		}
 	}
+	if cfg.ClusterName != "" {
+		st.fatal = fencedIsNotFatal(st.fatal, func() *metrics.Metrics { return st.m })
+	}
 	return st
 }
 

@@ -169,6 +169,9 @@ type commitItem struct {
 	result      chan error // CommitAndWait and ClaimJournal wait on it
 	claim       string
 	committedAt time.Time
+	// merged: the batches of a group as one (mergeGroup); a refusal of
+	// its heads does not say whose journal moved.
+	merged bool
 }
 
 var _ persistence.Storage = (*Store)(nil)
@@ -412,6 +415,20 @@ func (s *Store) commitGroup(group []commitItem) {
 		merged = mergeGroup(group)
 	}
 	err := s.publish(&merged)
+	if len(group) > 1 && errors.Is(err, persistence.ErrFenced) {
+		// Another writer took over a journal of one of the batches (its
+		// actor moved to another node) and the atomic group was refused
+		// whole: the batches are published again one by one, so only
+		// those of moved journals are refused.
+		for _, it := range group {
+			if it.claim != "" {
+				it.result <- s.claim(it.claim)
+				continue
+			}
+			s.commitGroup([]commitItem{it})
+		}
+		return
+	}
 	fatal := false
 	for _, it := range group {
 		if it.claim != "" {
@@ -465,7 +482,7 @@ func mergeGroup(group []commitItem) commitItem {
 		}
 	}
 	w.closed = true
-	out := commitItem{batch: w, id: group[0].id, committedAt: group[0].committedAt}
+	out := commitItem{batch: w, id: group[0].id, committedAt: group[0].committedAt, merged: true}
 	for _, h := range heads {
 		out.heads = append(out.heads, h)
 	}
@@ -670,6 +687,11 @@ func (s *Store) publish(it *commitItem) error {
 			continue
 		}
 		if isWrongLastSequence(err) && len(actors) > 0 {
+			if it.merged {
+				// Whose journal moved is not known: commitGroup publishes
+				// the group's batches again one by one.
+				return fmt.Errorf("%w: journal %s: %v", persistence.ErrFenced, strings.Join(actors, ", "), err)
+			}
 			for _, a := range actors {
 				s.fenced[a] = true
 			}

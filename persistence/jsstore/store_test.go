@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,5 +383,71 @@ func TestClaimOfACreatedJournal(t *testing.T) {
 	}
 	if err := appendEvent("room/c2", 1); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("the creator's append after a rival's claim: %v, want ErrFenced", err)
+	}
+}
+
+// TestFencedGroupRefusesOnlyTheMovedJournal: when a rival takes over one
+// journal (its actor moved to another node), the groups holding appends
+// to it are published again batch by batch, so only that journal's
+// batches are refused (through the fatal handler, never acknowledged)
+// and every other batch of the groups lands and is acknowledged in order.
+func TestFencedGroupRefusesOnlyTheMovedJournal(t *testing.T) {
+	spec := newSpec(t)
+	var refused atomic.Int64
+	s, err := openSpec(spec, func(err error) {
+		if !errors.Is(err, persistence.ErrFenced) {
+			t.Errorf("fatal: %v", err)
+		}
+		refused.Add(1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	journals := []string{"room/m1", "room/m2", "room/m3"}
+	for _, j := range journals {
+		if err := s.ClaimJournal(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rival, err := openSpec(spec, func(err error) { t.Errorf("rival fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Close()
+	if err := rival.ClaimJournal(journals[0]); err != nil {
+		t.Fatal(err)
+	}
+	const batches = 300
+	before := s.published.Load()
+	var mu sync.Mutex
+	var acked []int
+	for i := range batches {
+		b := s.NewBatch()
+		b.Set([]byte(fmt.Sprintf("moved/%04d", i)), []byte("v"))
+		b.Set(persistence.JournalKey(journals[i%len(journals)], uint64(i/len(journals)+1)), []byte("e"))
+		s.Commit(b, func() { mu.Lock(); acked = append(acked, i); mu.Unlock() })
+	}
+	durable := make(chan struct{})
+	s.AfterDurable(func() { close(durable) })
+	<-durable
+	mu.Lock()
+	defer mu.Unlock()
+	if want := batches - batches/len(journals); len(acked) != want || !slices.IsSorted(acked) {
+		t.Fatalf("%d batches acknowledged (in order: %v), want %d", len(acked), slices.IsSorted(acked), want)
+	}
+	if got := int(refused.Load()); got != batches/len(journals) {
+		t.Fatalf("%d batches refused, want the moved journal's %d", got, batches/len(journals))
+	}
+	for i := range batches {
+		_, err := s.Get([]byte(fmt.Sprintf("moved/%04d", i)))
+		if moved := i%len(journals) == 0; moved != errors.Is(err, persistence.ErrNotFound) {
+			t.Fatalf("batch %d (moved journal: %v): read %v", i, moved, err)
+		}
+	}
+	// Batch by batch, every batch is one publish; each group refused
+	// whole is one more.
+	if groups := s.published.Load() - before - batches; groups <= 0 {
+		t.Fatal("no group was refused: the test proves nothing")
 	}
 }
