@@ -3,10 +3,14 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,16 +24,27 @@ import (
 const failoverBoundSeconds = 10
 
 // TestClusterKill9OfTheOwnerUnderLoad: three real rtcd processes of one
-// cluster take room, participant and connect load through every node; the
-// node that owns the project (the workspace) is killed with SIGKILL. Its
-// workspace serves again through the survivors within 10 s, every
-// acknowledged room and participant is there, and the ledger sums to the
-// balance.
+// cluster take room, participant and connect load through every node, and
+// rooms are deleted through every node with a webhook endpoint subscribed
+// to room.ended; the node that owns the project (the workspace) is killed
+// with SIGKILL. Its workspace serves again through the survivors within
+// 10 s, every acknowledged room and participant is there, the ledger sums
+// to the balance, and every acknowledged deletion's room.ended is
+// delivered.
 func TestClusterKill9OfTheOwnerUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three rtcd processes, three NATS servers, etcd and Redis")
 	}
-	boot, nodes := binCluster(t, 3)
+	rcv := newWHReceiver(t) // real clock: the binaries sign with time.Now
+	rcv.on("/hook", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
+	boot, nodes := binCluster(t, 3, "--webhook-allow-private", "--webhook-extra-ca-file="+rcv.caFile,
+		"--webhook-retry-schedule="+strings.TrimSuffix(strings.Repeat("1,", 20), ","))
+	ep, err := binCall(binClient(true), "POST", nodes[0].Base+"/v1/webhook-endpoints", boot.APIKey,
+		map[string]any{"url": rcv.url("/hook"), "events": []string{"room.ended"}})
+	if err != nil || ep.status != 201 {
+		t.Fatalf("create endpoint: %v %d %s", err, ep.status, ep.raw)
+	}
+	ender := startRoomEnder(nodes, boot.APIKey)
 	var loads []*binLoad
 	for i, p := range nodes {
 		loads = append(loads, binStartLoad(p, boot.APIKey, "n"+string(rune('a'+i)), binClient(true)))
@@ -43,10 +58,13 @@ func TestClusterKill9OfTheOwnerUnderLoad(t *testing.T) {
 			l.storeGone.Store(true) // 503s while the workspace moves
 		}
 	}
+	ender.killed(owner) // before the kill: its requests in flight fail
 	killed := time.Now()
 	nodes[owner].kill()
 	survivor := nodes[(owner+1)%3]
 	back := binServedAgain(t, survivor, boot.APIKey, killed, 2*failoverBoundSeconds*time.Second)
+	ender.awaitMore(t, 5) // and some deleted through the new owner
+	ended := ender.finish(t)
 	acks := &binAcks{}
 	for _, l := range loads {
 		acks.merge(l.finish())
@@ -57,15 +75,140 @@ func TestClusterKill9OfTheOwnerUnderLoad(t *testing.T) {
 	binVerify(t, survivor, boot.APIKey, acks)
 	view := &env{t: t, Base: survivor.Base, client: &http.Client{Timeout: 30 * time.Second}, Boot: boot}
 	view.blCheckLedgerSum()
-	t.Logf("owner (node %d) killed; served again through node %d after %v; %d rooms, %d participants, %d connects acknowledged before",
-		owner, (owner+1)%3, back.Round(time.Millisecond), len(acks.rooms), len(acks.participants), len(acks.connected))
+	delivered := awaitRoomEnded(t, rcv, ended, 30*time.Second)
+	t.Logf("owner (node %d) killed; served again through node %d after %v; %d rooms, %d participants, %d connects acknowledged before; %d room.ended events delivered in %v",
+		owner, (owner+1)%3, back.Round(time.Millisecond), len(acks.rooms), len(acks.participants), len(acks.connected),
+		len(ended), delivered.Round(time.Millisecond))
+}
+
+// roomEnder creates and deletes rooms through every node in turn until
+// finished, keeping the rooms whose deletion was acknowledged: each owes
+// a room.ended event.
+type roomEnder struct {
+	nodes  []*binProc
+	apiKey string
+	gone   atomic.Int64 // 1 + the index of the killed node; 0 while all run
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	ended  []string
+	errs   []string
+}
+
+func startRoomEnder(nodes []*binProc, apiKey string) *roomEnder {
+	e := &roomEnder{nodes: nodes, apiKey: apiKey, stop: make(chan struct{}), done: make(chan struct{})}
+	go e.run()
+	return e
+}
+
+func (e *roomEnder) run() {
+	defer close(e.done)
+	c := binClient(true)
+	for i := 0; ; i++ {
+		select {
+		case <-e.stop:
+			return
+		default:
+		}
+		n := i % len(e.nodes)
+		if int(e.gone.Load())-1 == n {
+			continue
+		}
+		r, err := binCall(c, "POST", e.nodes[n].Base+"/v1/rooms", e.apiKey, map[string]any{})
+		if err != nil || r.status != 201 {
+			e.refused(err, r)
+			time.Sleep(20 * time.Millisecond) // the workspace is moving: try again shortly
+			continue
+		}
+		d, err := binCall(c, "DELETE", e.nodes[n].Base+"/v1/rooms/"+r.str("id"), e.apiKey, nil)
+		if err != nil || d.status != 200 {
+			e.refused(err, d)
+			continue
+		}
+		e.mu.Lock()
+		e.ended = append(e.ended, r.str("id"))
+		e.mu.Unlock()
+	}
+}
+
+// refused notes a failed request: while a node is being killed, the
+// others answer 503 (or the killed one does not answer) until the
+// workspace moved; anything else is an error.
+func (e *roomEnder) refused(err error, r binResult) {
+	if e.gone.Load() != 0 && (err != nil || r.status == 503) {
+		return
+	}
+	e.mu.Lock()
+	e.errs = append(e.errs, fmt.Sprintf("%v %d %s", err, r.status, r.raw))
+	e.mu.Unlock()
+}
+
+// awaitMore waits until n more deletions are acknowledged.
+func (e *roomEnder) awaitMore(t *testing.T, n int) {
+	t.Helper()
+	count := func() int { e.mu.Lock(); defer e.mu.Unlock(); return len(e.ended) }
+	want := count() + n
+	deadline := time.Now().Add(10 * time.Second)
+	for count() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the room ender got no %d more deletions in 10 s", n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling other processes
+	}
+}
+
+// killed tells the ender that node i is being killed.
+func (e *roomEnder) killed(i int) { e.gone.Store(int64(i) + 1) }
+
+// finish stops the ender and returns the rooms whose deletion was
+// acknowledged.
+func (e *roomEnder) finish(t *testing.T) []string {
+	t.Helper()
+	close(e.stop)
+	<-e.done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.errs) > 0 {
+		t.Fatalf("room create/delete failed before the kill: %v", e.errs)
+	}
+	return e.ended
+}
+
+// awaitRoomEnded waits until the receiver has acknowledged a room.ended
+// for every room and returns how long that took.
+func awaitRoomEnded(t *testing.T, rcv *whReceiver, rooms []string, within time.Duration) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for {
+		delivered := map[string]bool{}
+		for _, q := range rcv.requests("/hook") {
+			var ev whEvent
+			if q.Status == 200 && json.Unmarshal(q.Body, &ev) == nil && ev.Type == "room.ended" {
+				room, _ := ev.Data["room_id"].(string)
+				delivered[room] = true
+			}
+		}
+		missing := 0
+		for _, r := range rooms {
+			if !delivered[r] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return time.Since(began)
+		}
+		if time.Since(began) > within {
+			t.Fatalf("%d of %d acknowledged deletions have no room.ended delivered after %v", missing, len(rooms), within)
+		}
+		time.Sleep(50 * time.Millisecond) // polling other processes
+	}
 }
 
 // binCluster builds rtcd and runs n processes of one cluster on loopback
 // over three NATS servers (an R3 stream), etcd and Redis, with the same
-// master secret and generous limits; `rtcd init` bootstraps the stream
-// first.
-func binCluster(t *testing.T, n int) (bootstrap, []*binProc) {
+// master secret and generous limits, and extra flags; `rtcd init`
+// bootstraps the stream first.
+func binCluster(t *testing.T, n int, extra ...string) (bootstrap, []*binProc) {
 	t.Helper()
 	bin := binBuild(t)
 	nats, err := natstest.Start()
@@ -84,6 +227,7 @@ func binCluster(t *testing.T, n int) (bootstrap, []*binProc) {
 	flags := append(append(append([]string{}, storeFlags...), binGenerousLimits...),
 		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--redis-key-prefix", name+":",
 		"--cluster-name", name, "--cluster-etcd", etcd.Endpoint, "--cluster-listen", "127.0.0.1:0")
+	flags = append(flags, extra...)
 	var nodes []*binProc
 	for range n {
 		nodes = append(nodes, binServe(t, bin, t.TempDir(), boot.APIKey, flags...))

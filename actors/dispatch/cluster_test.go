@@ -83,3 +83,48 @@ func TestClusteredFanoutLeavesOtherNodesEvents(t *testing.T) {
 		})
 	}
 }
+
+// A cluster node places a project while its dispatcher runs: between the
+// registration of the project's gate and the recovery that publishes its
+// endpoints, the fan-out leaves the project's events where they are (read
+// as having no endpoint, they would be dropped), and moves them once the
+// endpoints are known.
+func TestClusteredFanoutWaitsForARecoveringProject(t *testing.T) {
+	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Clustered = true
+	gate := &core.ProjectGate{} // registered, not yet recovered
+	env.Registry = oneProjectRegistry{gateRegistry: gateRegistry{gate: gate}, projectID: "prj_here"}
+	d := New(env)
+	b := store.NewBatch()
+	env.Outbox.Emit(b, "prj_here", core.EventRoomEnded, t0, map[string]any{"room_id": "room_1", "sequence": 1})
+	if err := store.CommitAndWait(b); err != nil {
+		t.Fatal(err)
+	}
+	if moved, _ := d.fanout(); moved != 0 {
+		t.Fatalf("the fan-out moved %d events of a project whose endpoints are not known yet", moved)
+	}
+	ep := &core.WebhookEndpoint{ID: "we_1", URL: "https://example.test/hook", Status: core.EndpointEnabled, CreatedAt: t0}
+	ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, "whsec_test")
+	gate.PublishEndpoints(1, []*core.WebhookEndpoint{ep}, func() {})
+	if moved, _ := d.fanout(); moved != 1 {
+		t.Fatalf("recovered, the fan-out moved %d events, want 1", moved)
+	}
+	deliveries := 0
+	_ = store.Scan([]byte(persistence.PrefixDelivery), 0, func(_, _ []byte) bool { deliveries++; return true })
+	if deliveries != 1 {
+		t.Fatalf("%d deliveries, want 1", deliveries)
+	}
+}

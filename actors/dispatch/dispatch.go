@@ -422,9 +422,12 @@ func (d *Dispatcher) fanout() (moved int, more bool) {
 		var subscribed []*core.WebhookEndpoint
 		if json.Unmarshal(value, &ev) == nil { // unreadable: nothing can deliver it
 			gate, ok := env.Registry.ProjectGate(ev.ProjectID)
-			if !ok && env.Clustered {
-				// Another node's project (or one this node places later):
-				// its owner fans the event out.
+			if env.Clustered && (!ok || gate.Endpoints.Load() == nil) {
+				// Another node's project (or one this node places later),
+				// or one being placed here whose recovery has not
+				// published its endpoints yet: its owner fans the event
+				// out once it knows them. Read as none, the event would be
+				// dropped.
 				return true
 			}
 			if ok {
