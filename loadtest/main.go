@@ -192,6 +192,9 @@ func (c *config) validate() error {
 	if slices.Contains(c.Scenarios, "store") && (!c.Local || c.Addr != "") {
 		return fmt.Errorf("store starts rtcd on each store itself: it needs -local, not -addr")
 	}
+	if slices.Contains(c.Scenarios, "cluster") && (!c.Local || c.Addr != "") {
+		return fmt.Errorf("cluster starts its nodes itself: it needs -local, not -addr")
+	}
 	if c.needsServer() {
 		if c.Local == (c.Addr != "") {
 			return fmt.Errorf("give either -local or -addr with -api-key")
@@ -249,7 +252,7 @@ func (c *config) validate() error {
 // its own.
 func (c *config) needsServer() bool {
 	for _, s := range c.Scenarios {
-		if s != "baseline" && s != "store" {
+		if s != "baseline" && s != "store" && s != "cluster" {
 			return true
 		}
 	}
@@ -442,16 +445,19 @@ func runWith(ctx context.Context, cfg *config, t *target, out, progress io.Write
 			}
 			var r *scenarioReport
 			var err error
-			if name == "store" {
+			switch name {
+			case "store":
 				r, err = runStore(ctx, cfg, progress)
-			} else {
+			case "cluster":
+				r, err = runCluster(ctx, cfg, progress)
+			default:
 				r, err = runScenario(ctx, cfg, t, name, v, progress)
 			}
 			if err != nil {
 				runErr = fmt.Errorf("%s: %w", name, err)
 				break
 			}
-			if rep.Baseline != nil && r.Scenario != "join" && r.Scenario != "store" {
+			if rep.Baseline != nil && r.Scenario != "join" && r.Scenario != "store" && r.Scenario != "cluster" {
 				r.Ratio = ratioOf(r.Load, rep.Baseline.Load)
 			}
 			rep.Runs = append(rep.Runs, r)

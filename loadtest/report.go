@@ -110,6 +110,10 @@ func writeScenarioText(w io.Writer, r *scenarioReport, b *baselineResult) {
 		writeStoreText(w, r)
 		return
 	}
+	if r.Cluster != nil {
+		writeClusterText(w, r)
+		return
+	}
 	if r.Media != nil {
 		writeMediaText(w, r)
 		return

@@ -24,6 +24,7 @@ type scenarioReport struct {
 	Media       *mediaFigures   `json:"media,omitempty"`
 	Wrk         *wrkFigures     `json:"wrk,omitempty"`
 	Store       *storeFigures   `json:"store,omitempty"`
+	Cluster     *clusterFigures `json:"cluster,omitempty"`
 	// MediaBaseline is the same calls through a plain pion forwarder.
 	MediaBaseline *mediaFigures `json:"media_baseline,omitempty"`
 	Notes         []string      `json:"notes,omitempty"`

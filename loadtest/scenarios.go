@@ -57,12 +57,13 @@ const (
 	mediaProcessOwn     = "rtcd media (the node run on its own: the socket alone)"
 )
 
-var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk", "store"}
+var scenarioNames = []string{"connect", "join", "create", "mixed", "hotspot", "baseline", "media", "wrk", "store", "cluster"}
 
 // heavyScenarios are left out of "all": they run only when named (wrk
 // needs Debian's wrk and takes 2 × -wrk-rounds × -duration; store starts
-// two servers and a NATS cluster, and takes 4 × -duration).
-var heavyScenarios = []string{"media", "wrk", "store"}
+// two servers and a NATS cluster, and takes 4 × -duration; cluster starts
+// NATS, etcd, Redis and four servers, and takes 4 × -duration).
+var heavyScenarios = []string{"media", "wrk", "store", "cluster"}
 
 // synthIPs returns n distinct private addresses.
 func synthIPs(n int) []string {
