@@ -1,21 +1,27 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"rtcd/clock"
+	"rtcd/config"
 	"rtcd/internal/natstest"
 	"rtcd/internal/testtools"
+	"rtcd/server"
 )
 
 // clusterOf starts n rtcd nodes of one cluster on loopback (docs/cluster.md)
 // over three NATS servers (one R3 stream), one etcd and one Redis, each
-// node with its own data directory and the same master secret. The first
-// node bootstraps the store; extra are `rtcd serve` flags of every node.
+// node with its own data directory and the same master secret, on a store
+// `rtcd init` bootstrapped (server.Initialize); extra are `rtcd serve`
+// flags of every node.
 func clusterOf(t *testing.T, n int, extra ...string) []*env {
 	t.Helper()
 	nats, err := natstest.Start()
@@ -32,13 +38,21 @@ func clusterOf(t *testing.T, n int, extra ...string) []*env {
 		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--redis-key-prefix", name + ":",
 		"--cluster-name", name, "--cluster-etcd", etcd.Endpoint, "--cluster-listen", "127.0.0.1:0",
 		"--master-key", hex.EncodeToString(master)}, extra...)
+	// A cluster node does not bootstrap: `rtcd init` does, once.
+	initDir := t.TempDir()
+	cfg, err := config.Parse("test", append([]string{"--data-dir", initDir}, flags...), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := server.Initialize(cfg, clock.NewFake(testEpoch))
+	if err != nil {
+		t.Fatalf("initialise the stream: %v", err)
+	}
+	boot := bootstrap{AccountID: res.AccountID, ProjectID: res.ProjectID, APIKeyID: res.APIKeyID, APIKey: res.APIKey, OwnerEmail: res.OwnerEmail}
 	nodes := make([]*env, n)
 	for i := range nodes {
-		// One after another: the first bootstraps the store.
 		nodes[i] = startIn(t, t.TempDir(), nil, flags...)
-		if i > 0 {
-			nodes[i].Boot = nodes[0].Boot
-		}
+		nodes[i].Boot = boot
 	}
 	for _, node := range nodes {
 		node.eventually(fmt.Sprintf("every node sees %d members", n), func() bool { return node.srv.ClusterMembers() == n })
@@ -167,4 +181,35 @@ func connectSpread(t *testing.T, nodes []*env, toks []string, limitName string, 
 		mustQuota(t, r, limitName, limit)
 	}
 	return int(admitted.Load())
+}
+
+// TestClusterNodeDoesNotBootstrap: a cluster node refuses to start on a
+// store nobody initialised (nodes starting together would each bootstrap
+// it), naming `rtcd init`.
+func TestClusterNodeDoesNotBootstrap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers, etcd and Redis")
+	}
+	nats, err := natstest.Start()
+	if err != nil {
+		t.Fatalf("start the NATS cluster: %v", err)
+	}
+	defer nats.Shutdown()
+	etcd := testtools.StartEtcd(t)
+	redis := testtools.StartRedis(t)
+	cfg, err := config.Parse("test", []string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--media-listen", "127.0.0.1:0", "--store", "jetstream", "--nats-url", nats.URLs, "--nats-stream", "UNINIT",
+		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--cluster-name", "uninit", "--cluster-etcd", etcd.Endpoint,
+		"--cluster-listen", "127.0.0.1:0"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(cfg, server.Options{Clock: clock.NewFake(testEpoch), Fatal: func(err error) { t.Errorf("fatal: %v", err) }})
+	if err == nil {
+		srv.Shutdown(context.Background())
+		t.Fatal("a cluster node started on a store nobody initialised")
+	}
+	if !errors.Is(err, server.ErrClusterNeedsInit) || !strings.Contains(err.Error(), "rtcd init") {
+		t.Fatalf("start: %v, want ErrClusterNeedsInit", err)
+	}
 }

@@ -278,6 +278,9 @@ func (st *startup) openKeys() error {
 	if initialized {
 		return nil
 	}
+	if st.cfg.ClusterName != "" {
+		return ErrClusterNeedsInit
+	}
 	res, err := actors.Bootstrap(st.s.store, keys, st.clk, BillingFromConfig(st.cfg), st.cfg.OwnerEmail)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -22,14 +21,12 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
-	"rtcd/actors"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/config"
 	"rtcd/datadir"
 	"rtcd/media"
 	"rtcd/metrics"
-	"rtcd/persistence"
 	"rtcd/server"
 )
 
@@ -111,29 +108,7 @@ func runInit(args []string) error {
 		return err
 	}
 	defer lock.Release()
-	store, _, err := server.OpenStorage(cfg, persistence.Metrics{}, func(err error) {
-		fmt.Fprintln(os.Stderr, "rtcd:", err)
-		os.Exit(1)
-	})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	// Refuse before touching the master key: an initialised directory keeps
-	// the key it was initialised with.
-	if ok, err := actors.Initialized(store); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
-	}
-	keys, _, err := server.OpenKeys(cfg, store)
-	if err != nil {
-		return err
-	}
-	res, err := actors.Bootstrap(store, keys, clock.Real{}, server.BillingFromConfig(cfg), cfg.OwnerEmail)
-	if errors.Is(err, actors.ErrAlreadyInitialized) {
-		return fmt.Errorf("%s is already initialised; refusing to create a second workspace (use another --data-dir)", cfg.DataDir)
-	}
+	res, err := server.Initialize(cfg, clock.Real{})
 	if err != nil {
 		return err
 	}
