@@ -36,6 +36,7 @@ require (
 	github.com/valyala/fasthttp v1.74.0
 	github.com/wneessen/go-mail v0.8.1
 	go.etcd.io/etcd/client/v3 v3.5.10
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/oauth2 v0.37.0
 )
 
