@@ -54,27 +54,7 @@ func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 // it as a cluster node: nothing runs until a workspace is placed.
 func startClusteredEngine(t *testing.T) (*Engine, BootstrapResult) {
 	t.Helper()
-	store, err := persistence.Open(t.TempDir(), persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	keys, err := auth.DeriveKeys(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	boot, err := Bootstrap(store, keys, clk, core.Billing{Currency: "USD"}, "owner@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	limits := core.Limits{MaxActiveRooms: 10, MaxActiveParticipants: 10, MaxParticipantsPerRoom: 2,
-		RoomCreatesPerMinute: 100, ParticipantCreatesPerMinute: 100, ConnectRequestsPerMinute: 100}
-	e, err := New(core.Settings{Region: "global", MediaURL: "ws://127.0.0.1:1/rtc", DefaultLimits: limits,
-		ConnectPerIPPerMinute: 100, MediaTokenTTL: time.Minute, SnapshotEveryEvents: 1000}, store, clk, ratelimit.NewMemory(), keys, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _, boot := bootTestEngine(t, persistence.Options{}, nil)
 	if err := e.StartClustered(); err != nil {
 		t.Fatal(err)
 	}

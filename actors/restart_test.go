@@ -99,6 +99,24 @@ func newTestEngine(t *testing.T) (*Engine, *clock.Fake, *core.Caller) {
 // settings changed by tweak (nil: none).
 func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*core.Settings)) (*Engine, *clock.Fake, *core.Caller) {
 	t.Helper()
+	e, clk, boot := bootTestEngine(t, o, tweak)
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(e.Stop)
+	caller, aerr := e.Authenticate(boot.APIKey)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	return e, clk, caller
+}
+
+// bootTestEngine bootstraps a Pebble store opened with o and returns an
+// engine over it, not started, with the settings changed by tweak (nil:
+// none), its clock and the bootstrap's credentials.
+func bootTestEngine(t *testing.T, o persistence.Options, tweak func(*core.Settings)) (*Engine, *clock.Fake, BootstrapResult) {
+	t.Helper()
 	store, err := persistence.OpenWith(t.TempDir(), o, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
 	if err != nil {
 		t.Fatal(err)
@@ -124,14 +142,5 @@ func newTestEngineWith(t *testing.T, o persistence.Options, tweak func(*core.Set
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-
-	t.Cleanup(e.Stop)
-	caller, aerr := e.Authenticate(boot.APIKey)
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	return e, clk, caller
+	return e, clk, boot
 }

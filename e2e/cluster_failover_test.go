@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,9 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"rtcd/internal/natstest"
-	"rtcd/internal/testtools"
 )
 
 // failoverBoundSeconds is the bound on loopback: a killed owner's
@@ -211,23 +206,10 @@ func awaitRoomEnded(t *testing.T, rcv *whReceiver, rooms []string, within time.D
 func binCluster(t *testing.T, n int, extra ...string) (bootstrap, []*binProc) {
 	t.Helper()
 	bin := binBuild(t)
-	nats, err := natstest.Start()
-	if err != nil {
-		t.Fatalf("start the NATS cluster: %v", err)
-	}
-	t.Cleanup(nats.Shutdown)
-	etcd := testtools.StartEtcd(t)
-	redis := testtools.StartRedis(t)
-	master := make([]byte, 32)
-	_, _ = rand.Read(master)
-	name := strings.ReplaceAll(t.Name(), "/", "_")
-	storeFlags := []string{"--store", "jetstream", "--nats-url", nats.URLs, "--nats-stream", "FAILOVER",
-		"--master-key", hex.EncodeToString(master)}
+	infra := startClusterInfra(t)
+	storeFlags := infra.storeFlags("FAILOVER")
 	boot := binInit(t, bin, t.TempDir(), storeFlags...)
-	flags := append(append(append([]string{}, storeFlags...), binGenerousLimits...),
-		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--redis-key-prefix", name+":",
-		"--cluster-name", name, "--cluster-etcd", etcd.Endpoint, "--cluster-listen", "127.0.0.1:0")
-	flags = append(flags, extra...)
+	flags := append(append(append(storeFlags, binGenerousLimits...), infra.clusterFlags()...), extra...)
 	var nodes []*binProc
 	for range n {
 		nodes = append(nodes, binServe(t, bin, t.TempDir(), boot.APIKey, flags...))

@@ -17,12 +17,15 @@ import (
 	"rtcd/server"
 )
 
-// clusterOf starts n rtcd nodes of one cluster on loopback (docs/cluster.md)
-// over three NATS servers (one R3 stream), one etcd and one Redis, each
-// node with its own data directory and the same master secret, on a store
-// `rtcd init` bootstrapped (server.Initialize); extra are `rtcd serve`
-// flags of every node.
-func clusterOf(t *testing.T, n int, extra ...string) []*env {
+// clusterInfra is what a test's cluster of rtcd nodes runs on: three NATS
+// servers (an R3 stream), etcd and Redis on loopback, a master secret of
+// its own and a name from the test's.
+type clusterInfra struct {
+	natsURLs, etcd, redisURL, masterKey, name string
+}
+
+// startClusterInfra starts the servers; they end with the test.
+func startClusterInfra(t *testing.T) clusterInfra {
 	t.Helper()
 	nats, err := natstest.Start()
 	if err != nil {
@@ -33,11 +36,31 @@ func clusterOf(t *testing.T, n int, extra ...string) []*env {
 	redis := testtools.StartRedis(t)
 	master := make([]byte, 32)
 	_, _ = rand.Read(master)
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	flags := append([]string{"--store", "jetstream", "--nats-url", nats.URLs, "--nats-stream", "CLUSTER",
-		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--redis-key-prefix", name + ":",
-		"--cluster-name", name, "--cluster-etcd", etcd.Endpoint, "--cluster-listen", "127.0.0.1:0",
-		"--master-key", hex.EncodeToString(master)}, extra...)
+	return clusterInfra{natsURLs: nats.URLs, etcd: etcd.Endpoint, redisURL: redis.URL, masterKey: hex.EncodeToString(master),
+		name: strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())}
+}
+
+// storeFlags name the stream and the master secret (`rtcd init` and
+// `rtcd serve`).
+func (c clusterInfra) storeFlags(stream string) []string {
+	return []string{"--store", "jetstream", "--nats-url", c.natsURLs, "--nats-stream", stream, "--master-key", c.masterKey}
+}
+
+// clusterFlags make `rtcd serve` a node of the test's cluster.
+func (c clusterInfra) clusterFlags() []string {
+	return []string{"--rate-limit-store", "redis", "--redis-url", c.redisURL, "--redis-key-prefix", c.name + ":",
+		"--cluster-name", c.name, "--cluster-etcd", c.etcd, "--cluster-listen", "127.0.0.1:0"}
+}
+
+// clusterOf starts n rtcd nodes of one cluster on loopback (docs/cluster.md)
+// over three NATS servers (one R3 stream), one etcd and one Redis, each
+// node with its own data directory and the same master secret, on a store
+// `rtcd init` bootstrapped (server.Initialize); extra are `rtcd serve`
+// flags of every node.
+func clusterOf(t *testing.T, n int, extra ...string) []*env {
+	t.Helper()
+	infra := startClusterInfra(t)
+	flags := append(append(infra.storeFlags("CLUSTER"), infra.clusterFlags()...), extra...)
 	// A cluster node does not bootstrap: `rtcd init` does, once.
 	initDir := t.TempDir()
 	cfg, err := config.Parse("test", append([]string{"--data-dir", initDir}, flags...), func(string) string { return "" })
@@ -190,17 +213,9 @@ func TestClusterNodeDoesNotBootstrap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three NATS servers, etcd and Redis")
 	}
-	nats, err := natstest.Start()
-	if err != nil {
-		t.Fatalf("start the NATS cluster: %v", err)
-	}
-	defer nats.Shutdown()
-	etcd := testtools.StartEtcd(t)
-	redis := testtools.StartRedis(t)
-	cfg, err := config.Parse("test", []string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--media-listen", "127.0.0.1:0", "--store", "jetstream", "--nats-url", nats.URLs, "--nats-stream", "UNINIT",
-		"--rate-limit-store", "redis", "--redis-url", redis.URL, "--cluster-name", "uninit", "--cluster-etcd", etcd.Endpoint,
-		"--cluster-listen", "127.0.0.1:0"}, func(string) string { return "" })
+	infra := startClusterInfra(t)
+	cfg, err := config.Parse("test", append(append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--media-listen", "127.0.0.1:0"}, infra.storeFlags("UNINIT")...), infra.clusterFlags()...), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,27 +34,10 @@ func (r oneProjectRegistry) ProjectGate(id string) (*core.ProjectGate, bool) {
 func TestClusteredFanoutLeavesOtherNodesEvents(t *testing.T) {
 	for _, clustered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("clustered=%v", clustered), func(t *testing.T) {
-			store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			keys, err := auth.DeriveKeys(make([]byte, 32))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-			env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			env.Clustered = clustered
-			ep := &core.WebhookEndpoint{ID: "we_1", URL: "https://example.test/hook", Status: core.EndpointEnabled, CreatedAt: t0}
-			ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, "whsec_test")
-			eps := []*core.WebhookEndpoint{ep}
 			gate := &core.ProjectGate{}
+			env, store, t0 := clusteredEnv(t, clustered, gate)
+			eps := []*core.WebhookEndpoint{testEndpoint(env, t0)}
 			gate.Endpoints.Store(&eps)
-			env.Registry = oneProjectRegistry{gateRegistry: gateRegistry{gate: gate}, projectID: "prj_here"}
 			d := New(env)
 
 			b := store.NewBatch()
@@ -90,23 +73,8 @@ func TestClusteredFanoutLeavesOtherNodesEvents(t *testing.T) {
 // as having no endpoint, they would be dropped), and moves them once the
 // endpoints are known.
 func TestClusteredFanoutWaitsForARecoveringProject(t *testing.T) {
-	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	keys, err := auth.DeriveKeys(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Clustered = true
 	gate := &core.ProjectGate{} // registered, not yet recovered
-	env.Registry = oneProjectRegistry{gateRegistry: gateRegistry{gate: gate}, projectID: "prj_here"}
+	env, store, t0 := clusteredEnv(t, true, gate)
 	d := New(env)
 	b := store.NewBatch()
 	env.Outbox.Emit(b, "prj_here", core.EventRoomEnded, t0, map[string]any{"room_id": "room_1", "sequence": 1})
@@ -116,9 +84,7 @@ func TestClusteredFanoutWaitsForARecoveringProject(t *testing.T) {
 	if moved, _ := d.fanout(); moved != 0 {
 		t.Fatalf("the fan-out moved %d events of a project whose endpoints are not known yet", moved)
 	}
-	ep := &core.WebhookEndpoint{ID: "we_1", URL: "https://example.test/hook", Status: core.EndpointEnabled, CreatedAt: t0}
-	ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, "whsec_test")
-	gate.PublishEndpoints(1, []*core.WebhookEndpoint{ep}, func() {})
+	gate.PublishEndpoints(1, []*core.WebhookEndpoint{testEndpoint(env, t0)}, func() {})
 	if moved, _ := d.fanout(); moved != 1 {
 		t.Fatalf("recovered, the fan-out moved %d events, want 1", moved)
 	}
@@ -127,4 +93,34 @@ func TestClusteredFanoutWaitsForARecoveringProject(t *testing.T) {
 	if deliveries != 1 {
 		t.Fatalf("%d deliveries, want 1", deliveries)
 	}
+}
+
+// clusteredEnv is a cluster node's environment over an in-memory Pebble
+// store, its registry publishing gate as project prj_here's only.
+func clusteredEnv(t *testing.T, clustered bool, gate *core.ProjectGate) (*core.Env, *persistence.Store, time.Time) {
+	t.Helper()
+	store, err := persistence.OpenWith("db", persistence.Options{FS: vfs.NewMem()}, persistence.Metrics{}, func(err error) { t.Errorf("fatal: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	keys, err := auth.DeriveKeys(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	env, err := core.NewEnv(core.Settings{}, store, clock.NewFake(t0), ratelimit.NewMemory(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Clustered = clustered
+	env.Registry = oneProjectRegistry{gateRegistry: gateRegistry{gate: gate}, projectID: "prj_here"}
+	return env, store, t0
+}
+
+// testEndpoint is an enabled endpoint subscribed to every event.
+func testEndpoint(env *core.Env, t0 time.Time) *core.WebhookEndpoint {
+	ep := &core.WebhookEndpoint{ID: "we_1", URL: "https://example.test/hook", Status: core.EndpointEnabled, CreatedAt: t0}
+	ep.SecretSealed = env.Secrets.SealWebhookSecret(ep.ID, "whsec_test")
+	return ep
 }
