@@ -42,6 +42,9 @@ func (e *Engine) projectOf(c *core.Caller) (*projectHandle, *apierr.Error) {
 // lookupSession resolves a session token, checking expiry and idle time,
 // and notes its use.
 func (e *Engine) lookupSession(token string) (*core.LiveSession, *apierr.Error) {
+	if e.directory == nil && e.env.Clustered {
+		return nil, errNoDirectoryInCluster
+	}
 	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
 		return nil, directory.ErrBadSession
 	}

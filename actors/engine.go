@@ -14,6 +14,7 @@ import (
 	"rtcd/actors/project"
 	"rtcd/actors/room"
 	"rtcd/actors/wallet"
+	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/metrics"
@@ -45,6 +46,13 @@ const (
 	// idempotency records.
 	idempotencySweepInterval = time.Minute
 )
+
+// errNoDirectoryInCluster answers the dashboard's routes on a cluster
+// node, which runs no directory yet (docs/cluster.md): retrying does not
+// help, so it carries no Retry-After.
+var errNoDirectoryInCluster = apierr.New(apierr.ServiceUnavailable,
+	"the dashboard is not served by the nodes of a cluster yet (docs/cluster.md); the API with an API key is").
+	WithDetails("reason", "cluster_mode")
 
 // crashForTest makes an actor panic, so tests can prove that protoactor's
 // restart (same actor value, Started again) recovers without counting
@@ -475,9 +483,8 @@ type Result struct {
 // askTimeout.
 func (e *Engine) ask(pid *actor.PID, msg any) core.Reply {
 	if pid == nil {
-		// The directory of a cluster node: not run there yet
-		// (docs/cluster.md).
-		return core.Reply{Err: core.ErrUnavailable}
+		// The directory of a cluster node: not run there yet.
+		return core.Reply{Err: errNoDirectoryInCluster}
 	}
 	env, answer := core.NewEnvelope(msg)
 	e.system.Root.Send(pid, env)

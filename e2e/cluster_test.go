@@ -170,6 +170,18 @@ func TestClusterOfThreeNodes(t *testing.T) {
 		t.Fatalf("%d nodes hold rooms, want the one owner", owners)
 	}
 
+	// The dashboard is not served by cluster nodes yet: its routes say so,
+	// without a Retry-After (retrying does not help).
+	for _, r := range []*resp{
+		b.do("POST", "/v1/auth/email/start", "", map[string]any{"email": "someone@example.com"}),
+		c.do("GET", "/v1/me", "rtc_us_"+strings.Repeat("a", 43), nil),
+	} {
+		r.mustErr(t, 503, "service_unavailable")
+		if r.details()["reason"] != "cluster_mode" || r.Header.Get("Retry-After") != "" {
+			t.Fatalf("dashboard route on a cluster node: %s (Retry-After %q)", r.Raw, r.Header.Get("Retry-After"))
+		}
+	}
+
 	// A key revoked through A is refused through B on the next request.
 	created := a.createKey(key, "rooms:read").must(t, 201)
 	secret, id := created.Str("secret"), created.Str("id")
