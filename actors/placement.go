@@ -161,8 +161,10 @@ func (e *Engine) PlaceWorkspace(accountID string) error {
 	return nil
 }
 
-// ReleaseWorkspace stops a workspace's actors as Stop stops all of them
-// (rooms drained first, then projects, then the wallet), forgets their
+// ReleaseWorkspace ends its rooms' sessions on this node's media node
+// (the clients connect again, through the new owner), stops a
+// workspace's actors as Stop stops all of them (rooms drained first, then
+// projects, then the wallet), forgets their
 // handles and what they published (API keys, webhook workers), and
 // returns once every batch they committed is durable, so that what they
 // acknowledged is in the store before another node recovers them.
@@ -186,16 +188,31 @@ func (e *Engine) releaseWorkspaceLocked(accountID string, projectIDs []string) {
 	for _, id := range projectIDs {
 		owned[id] = true
 	}
-	var rooms []*actor.PID
-	var draining []*actor.Future
+	var roomIDs []string
 	e.rooms.Range(func(k, v any) bool {
-		if h := v.(*roomHandle); owned[h.projectID] {
-			rooms = append(rooms, h.pid)
-			draining = append(draining, e.system.Root.PoisonFuture(h.pid))
-			e.rooms.Delete(k)
+		if owned[v.(*roomHandle).projectID] {
+			roomIDs = append(roomIDs, k.(string))
 		}
 		return true
 	})
+	// The media node here stops serving the rooms first: their sessions'
+	// leaves reach the rooms before they drain (recorded, unless the new
+	// owner has fenced them), and the clients connect again, through the
+	// room's new node.
+	if releaser, ok := e.env.Media.Engine().(core.RoomReleaser); ok {
+		for _, id := range roomIDs {
+			releaser.ReleaseRoom(id)
+		}
+	}
+	var rooms []*actor.PID
+	var draining []*actor.Future
+	for _, id := range roomIDs {
+		if h, ok := e.room(id); ok {
+			rooms = append(rooms, h.pid)
+			draining = append(draining, e.system.Root.PoisonFuture(h.pid))
+			e.rooms.Delete(id)
+		}
+	}
 	for i, f := range draining {
 		if f.Wait() != nil {
 			_ = e.system.Root.StopFuture(rooms[i]).Wait()

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,7 +98,12 @@ func TestWorkspacePlacedReleasedAndPlacedAgain(t *testing.T) {
 		}
 	}
 
+	media := &releasingMedia{}
+	e.SetMedia(media)
 	e.ReleaseWorkspace(boot.AccountID)
+	if got := media.releasedRooms(); len(got) != 1 || got[0] != roomID {
+		t.Fatalf("the media node was told to release %v, want the workspace's room %s", got, roomID)
+	}
 	if _, aerr := e.Authenticate(boot.APIKey); aerr == nil {
 		t.Fatal("a key of a released workspace was accepted")
 	}
@@ -166,4 +172,27 @@ func TestClusteredStartNeedsTheIndexes(t *testing.T) {
 	if err := e.StartClustered(); err == nil || !strings.Contains(err.Error(), "project-account-index") {
 		t.Fatalf("StartClustered on an older store: %v", err)
 	}
+}
+
+// releasingMedia is a media engine that records the rooms it is told to
+// release (core.RoomReleaser) and does nothing else.
+type releasingMedia struct {
+	mu       sync.Mutex
+	released []string
+}
+
+func (m *releasingMedia) CloseRoom(string, string)                    {}
+func (m *releasingMedia) RemoveParticipant(string, string)            {}
+func (m *releasingMedia) AdmitSession(string, string, string)         {}
+func (m *releasingMedia) CloseSession(string, string, string, string) {}
+func (m *releasingMedia) ReleaseRoom(roomID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.released = append(m.released, roomID)
+}
+
+func (m *releasingMedia) releasedRooms() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.released...)
 }

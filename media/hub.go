@@ -479,6 +479,28 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	}
 }
 
+// releaseRoom ends every socket of a room this node no longer serves for
+// the control plane (its workspace moved to another rtcd node of a
+// cluster): each joined member's leave is reported and its socket ended
+// with node_shutdown, which tells a client to connect again (it reaches
+// the room's new node); a join waiting for admission ends the same way.
+// Unlike closeRoom it leaves no tombstone: the room lives on, and may come
+// back to this node.
+func (h *hub) releaseRoom(roomID string, now time.Time) {
+	const text = "this media node no longer serves the room; connect again"
+	h.endWaiting(func(c auth.MediaClaims) bool { return c.RoomID == roomID }, CodeNodeShutdown, text)
+	r := h.rooms[roomID]
+	if r == nil {
+		return
+	}
+	delete(h.rooms, roomID)
+	h.members -= len(r.members)
+	for _, m := range sortedMembers(r) {
+		h.reportLeft(m, ReasonNodeShutdown, now)
+		h.terminate(m.c, CodeNodeShutdown, text)
+	}
+}
+
 // endWaiting ends the joins waiting for admission that match, with code.
 func (h *hub) endWaiting(match func(auth.MediaClaims) bool, code, text string) {
 	var ending []*waitingJoin

@@ -342,6 +342,14 @@ func (n *Node) CloseRoom(roomID, reason string) {
 	n.do(func(h *hub) { h.closeRoom(roomID, truncate(reason, maxReasonBytes), n.cfg.Clock.Now()) })
 }
 
+// ReleaseRoom ends the room's sessions on this node because the control
+// plane that serves the room moved to another node (core.RoomReleaser):
+// their leaves are reported and the clients told node_shutdown, so they
+// connect again. It returns once that is done.
+func (n *Node) ReleaseRoom(roomID string) {
+	n.do(func(h *hub) { h.releaseRoom(roomID, n.cfg.Clock.Now()) })
+}
+
 // RemoveParticipant implements Engine. It returns once the participant has
 // been told and its leave reported.
 func (n *Node) RemoveParticipant(roomID, participantID string) {

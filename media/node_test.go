@@ -774,3 +774,37 @@ func FuzzParseClientMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestReleaseRoom: the room's workspace moved to another rtcd node, so
+// this media node stops serving it: every member's leave is reported and
+// its socket ended with node_shutdown (connect again), other rooms are
+// untouched, and, unlike a close, the room may join again here (it lives
+// on and may come back).
+func TestReleaseRoom(t *testing.T) {
+	tn := newTestNode(t, nil)
+	a, _ := tn.join(t, "1", "a", "1")
+	b, _ := tn.join(t, "1", "b", "2")
+	other, _ := tn.join(t, "2", "c", "3")
+	for range 3 {
+		tn.rec.nextJoin(t)
+	}
+	a.expect(typeParticipantJoined)
+
+	tn.clock.Advance(time.Second)
+	tn.node.ReleaseRoom("room_1")
+	for _, id := range []string{"part_a", "part_b"} {
+		l := tn.rec.nextLeave(t)
+		if l.ParticipantID != id || l.Reason != ReasonNodeShutdown || !l.At.Equal(testStart.Add(time.Second)) {
+			t.Fatalf("leave report = %+v", l)
+		}
+	}
+	for _, c := range []*client{a, b} {
+		c.expectEnd(CodeNodeShutdown, CloseNodeShutdown)
+	}
+	other.ping(1)
+	tn.node.ReleaseRoom("room_9") // a room the node never saw: nothing
+	tn.rec.none(t)
+	// A new session of the room joins again: no tombstone.
+	tn.join(t, "1", "d", "4")
+	tn.rec.nextJoin(t)
+}

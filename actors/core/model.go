@@ -128,3 +128,11 @@ type MediaEngine interface {
 	AdmitSession(roomID, participantID, sessionID string)
 	CloseSession(roomID, participantID, sessionID, code string)
 }
+
+// RoomReleaser is a media engine that can end a room's sessions because
+// its room moved to another rtcd node of a cluster, telling the clients to
+// connect again (the reference node in process does; a node run on its
+// own does not yet, docs/cluster.md).
+type RoomReleaser interface {
+	ReleaseRoom(roomID string)
+}
