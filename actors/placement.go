@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
 	"rtcd/auth"
+	"rtcd/ids"
 	"rtcd/persistence"
 )
 
@@ -321,4 +322,21 @@ func (e *Engine) WorkspaceOfParticipantToken(token string) (accountID string, ok
 		return "", false, nil
 	}
 	return e.WorkspaceOfProject(claims.ProjectID)
+}
+
+// WorkspaceOfPayment is the workspace whose wallet a payment tops up (the
+// py/ index), for the payment provider's callbacks; ok is false for an id
+// that names no payment.
+func (e *Engine) WorkspaceOfPayment(paymentID string) (accountID string, ok bool, err error) {
+	if !ids.Valid(paymentID, ids.Payment) {
+		return "", false, nil
+	}
+	v, err := e.env.Store.Get(persistence.Key(persistence.PrefixPayment, paymentID))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(v), true, nil
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,7 +76,13 @@ func clusterOf(t *testing.T, n int, extra ...string) []*env {
 	boot := bootstrap{AccountID: res.AccountID, ProjectID: res.ProjectID, APIKeyID: res.APIKeyID, APIKey: res.APIKey, OwnerEmail: res.OwnerEmail}
 	nodes := make([]*env, n)
 	for i := range nodes {
-		nodes[i] = startIn(t, t.TempDir(), nil, flags...)
+		// The secret is also written where the billing helpers read it
+		// (blSandboxSecret); the server takes --master-key.
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "master.key"), []byte(infra.masterKey+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = startIn(t, dir, nil, flags...)
 		nodes[i].Boot = boot
 	}
 	for _, node := range nodes {
@@ -168,6 +176,16 @@ func TestClusterOfThreeNodes(t *testing.T) {
 	}
 	if owners != 1 {
 		t.Fatalf("%d nodes hold rooms, want the one owner", owners)
+	}
+
+	// A payment made through A, whose provider's callback reaches C, is
+	// credited by the wallet's node and read through B.
+	before := b.blBalance()
+	tp := a.blCreateTopup("25.00", "").must(t, 201)
+	cb := a.blSignCallback(a.clock.Now(), tp.Str("authorize_url"), "succeeded")
+	c.blDeliver("sandbox", cb).must(t, 200)
+	if got := b.blBalance(); blMicros(t, got) != blMicros(t, before)+blMicros(t, "25.00") {
+		t.Fatalf("balance after a top-up's callback through another node: %s, was %s", got, before)
 	}
 
 	// The dashboard is not served by cluster nodes yet: its routes say so,

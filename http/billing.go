@@ -5,6 +5,7 @@ import (
 	nethttp "net/http"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"rtcd/actors"
 	"rtcd/apierr"
 	"rtcd/ids"
@@ -30,6 +31,7 @@ const providerCallTimeout = 15 * time.Second
 // billingRoutes registers top-up creation, provider callbacks and the
 // sandbox's checkout and receipt pages.
 func (s *Server) billingRoutes(p Payments) {
+	s.payments = p
 	r, e := s.router, s.engine
 	checkout := func(ctx context.Context, paymentID, accountID string, amount money.Micros, currency, method string, expiresAt time.Time) (actors.Checkout, error) {
 		co, err := p.Provider.CreateCheckout(ctx, payments.CheckoutRequest{
@@ -55,15 +57,13 @@ func (s *Server) billingRoutes(p Payments) {
 	// applied, or applied without the receipt it should bring, 5xx (so the
 	// provider delivers it again).
 	receipt := payments.ReceiptLookup(p.Provider)
-	const webhook = "/v1/billing/providers/{provider}/webhook"
+	const webhook = paymentCallbackRoute
 	r.POST(webhook, s.wrap(webhook, noAuth, func(rc *reqCtx) {
 		if rc.param("provider") != p.Provider.Name() {
 			rc.fail(apierr.New(apierr.InvalidRequest, "no payment provider %q is configured", rc.param("provider")).WithStatus(404))
 			return
 		}
-		header := nethttp.Header{}
-		rc.ctx.Request.Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
-		events, err := p.Provider.ParseCallback(header, rc.ctx.PostBody(), p.Now())
+		events, err := s.parseCallback(rc.ctx)
 		if err != nil {
 			rc.fail(apierr.New(apierr.InvalidRequest, "the callback's signature or body did not verify"))
 			return
@@ -137,3 +137,19 @@ const returnPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><
 <body style="font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto">
 <h1>Thank you</h1><p>Your payment is being confirmed. The balance is credited as soon as the payment
 provider confirms it; you can close this window.</p></body></html>`
+
+// parseCallback verifies and reads the payment provider's callback in ctx.
+func (s *Server) parseCallback(ctx *fasthttp.RequestCtx) ([]payments.Event, error) {
+	p := s.payments
+	header := nethttp.Header{}
+	ctx.Request.Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
+	return p.Provider.ParseCallback(header, ctx.PostBody(), p.Now())
+}
+
+// paymentCallbackRoute is where the payment provider posts its callbacks.
+const paymentCallbackRoute = "/v1/billing/providers/{provider}/webhook"
+
+// paymentCallbackPath is paymentCallbackRoute for one provider.
+func paymentCallbackPath(provider string) string {
+	return "/v1/billing/providers/" + provider + "/webhook"
+}

@@ -65,8 +65,10 @@ func (s *Server) clusteredHandler(ctx *fasthttp.RequestCtx) {
 }
 
 // placementOf is the workspace a request must run on: its participant
-// token's for a connect, its API key's for a request that bears one; ok
-// is false for a request that names none (answered on the entry node).
+// token's for a connect, its payment's for the payment provider's
+// callback (a provider sends one event a callback), its API key's for a
+// request that bears one; ok is false for a request that names none
+// (answered on the entry node).
 func (s *Server) placementOf(ctx *fasthttp.RequestCtx) (key string, ok bool, err error) {
 	if ctx.IsPost() && string(ctx.Path()) == connectPath {
 		var p actors.ConnectParams
@@ -74,6 +76,15 @@ func (s *Server) placementOf(ctx *fasthttp.RequestCtx) (key string, ok bool, err
 			return "", false, nil
 		}
 		return s.engine.WorkspaceOfParticipantToken(*p.Token)
+	}
+	if ctx.IsPost() && s.payments.Provider != nil && string(ctx.Path()) == paymentCallbackPath(s.payments.Provider.Name()) {
+		// The wallet of the payment decides; a callback that does not
+		// verify is refused here, as its owner would refuse it.
+		events, err := s.parseCallback(ctx)
+		if err != nil || len(events) == 0 {
+			return "", false, nil
+		}
+		return s.engine.WorkspaceOfPayment(events[0].PaymentID)
 	}
 	authz := ctx.Request.Header.Peek("Authorization")
 	const bearer = "Bearer "

@@ -76,6 +76,8 @@ type Server struct {
 	// cluster places requests on their workspace's node (SetCluster); nil
 	// on a single node.
 	cluster Router
+	// payments is the payment provider whose callbacks the server takes.
+	payments Payments
 }
 
 // SystemInfo is the body of GET /v1/system/info.
