@@ -188,6 +188,27 @@ func TestClusterOfThreeNodes(t *testing.T) {
 		t.Fatalf("balance after a top-up's callback through another node: %s, was %s", got, before)
 	}
 
+	// The operator's `rtcd billing adjust` through any node's private
+	// listener adjusts the wallet on its node; a client cannot pass off an
+	// API request as a node's internal one.
+	before = b.blBalance()
+	for _, node := range nodes {
+		token, err := server.LoadOrCreateAdminToken(node.dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.AdjustBalance(node.srv.MetricsAddr(), token, server.AdjustRequest{
+			AccountID: a.Boot.AccountID, Amount: "1.50", Reason: "cluster test", Operator: "e2e"}); err != nil {
+			t.Fatalf("billing adjust through %s: %v", node.Metrics, err)
+		}
+	}
+	spoof := c.do("POST", "/admin/billing/adjust", key, map[string]any{"account_id": a.Boot.AccountID, "amount": "100.00", "reason": "spoof"},
+		"X-Rtcd-Cluster-Internal: 1")
+	spoof.mustErr(t, 404, "invalid_request")
+	if got := b.blBalance(); blMicros(t, got) != blMicros(t, before)+blMicros(t, "4.50") {
+		t.Fatalf("balance after three adjustments of 1.50 through three nodes: %s, was %s", got, before)
+	}
+
 	// The dashboard is not served by cluster nodes yet: its routes say so,
 	// without a Retry-After (retrying does not help).
 	for _, r := range []*resp{

@@ -29,6 +29,12 @@ type Router interface {
 	Route(key string, local func(), raw func() []byte) ([]byte, error)
 }
 
+// ClusterInternalHeader marks a request a node sends another on its own
+// behalf (an operator command it authorized), which the owner runs with
+// the handler SetClusterInternal gave, not the API's routes. The entry
+// node drops any a client sent.
+const ClusterInternalHeader = "X-Rtcd-Cluster-Internal"
+
 // forwardedClientIPHeader carries, from the entry node to the owner, the
 // source IP the entry node took for the request (its rate limit is per
 // address). The entry node drops any a client sent.
@@ -38,9 +44,14 @@ const forwardedClientIPHeader = "X-Rtcd-Forwarded-Client-Ip"
 // workspace is placed. Call before NewFastHTTPServer.
 func (s *Server) SetCluster(r Router) { s.cluster = r }
 
+// SetClusterInternal sets the handler of the internal requests other
+// nodes send (ClusterInternalHeader).
+func (s *Server) SetClusterInternal(h fasthttp.RequestHandler) { s.clusterInternal = h }
+
 // clusteredHandler is the API's handler on a cluster node.
 func (s *Server) clusteredHandler(ctx *fasthttp.RequestCtx) {
 	ctx.Request.Header.Del(forwardedClientIPHeader)
+	ctx.Request.Header.Del(ClusterInternalHeader)
 	key, ok, err := s.placementOf(ctx)
 	if err != nil {
 		s.failUnplaced(ctx, fmt.Errorf("%w: %w", errStoreLookup, err))
@@ -121,9 +132,18 @@ func (s *Server) ServeForwarded(raw []byte) []byte {
 	}
 	ip := net.ParseIP(string(req.Header.Peek(forwardedClientIPHeader)))
 	req.Header.Del(forwardedClientIPHeader)
+	internal := len(req.Header.Peek(ClusterInternalHeader)) > 0
+	req.Header.Del(ClusterInternalHeader)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, &net.TCPAddr{IP: ip}, nil)
-	s.router.Handler(&ctx)
+	switch {
+	case !internal:
+		s.router.Handler(&ctx)
+	case s.clusterInternal != nil:
+		s.clusterInternal(&ctx)
+	default:
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+	}
 	var b bytes.Buffer
 	_, _ = ctx.Response.WriteTo(&b)
 	return b.Bytes()

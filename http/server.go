@@ -78,6 +78,8 @@ type Server struct {
 	cluster Router
 	// payments is the payment provider whose callbacks the server takes.
 	payments Payments
+	// clusterInternal runs the internal requests of other cluster nodes.
+	clusterInternal fasthttp.RequestHandler
 }
 
 // SystemInfo is the body of GET /v1/system/info.

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/valyala/fasthttp"
+	"rtcd/apierr"
 	"rtcd/cluster"
 	api "rtcd/http"
 	"rtcd/metrics"
@@ -36,6 +40,15 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 	st.onFailure(node.Leave)
 	st.s.node = node
 	apiSrv.SetCluster(node)
+	// What the other nodes send here besides API requests: operator
+	// commands, authorized where the operator sent them.
+	apiSrv.SetClusterInternal(func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) != adjustPath {
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			return
+		}
+		adjustHandler(engine)(ctx)
+	})
 	st.m.Cluster.SetMembers(func() int { return len(node.Members()) })
 	return nil
 }
@@ -76,4 +89,36 @@ func (s *Server) ClusterMembers() int {
 		return 0
 	}
 	return len(s.node.Members())
+}
+
+// clusterAdjust runs an authorized `rtcd billing adjust` on the node whose
+// wallet it adjusts: here (local), or on the workspace's owner in one hop,
+// as an internal request the owner runs without asking for its own admin
+// token (the hop carries the cluster's secret).
+func clusterAdjust(node *cluster.Node, local fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		req, aerr := readAdjust(ctx)
+		if aerr != nil {
+			privateFail(ctx, aerr)
+			return
+		}
+		raw, err := node.Route(req.AccountID, func() { local(ctx) }, func() []byte {
+			var r fasthttp.Request
+			r.Header.SetMethod(fasthttp.MethodPost)
+			r.SetRequestURI(adjustPath)
+			r.Header.SetHost("rtcd-cluster") // HTTP/1.1 requires one; nothing reads it
+			r.Header.Set(api.ClusterInternalHeader, "1")
+			r.Header.SetContentType("application/json")
+			r.SetBody(ctx.PostBody())
+			return []byte(r.String())
+		})
+		switch {
+		case err != nil:
+			privateFail(ctx, apierr.New(apierr.ServiceUnavailable, "the workspace's node could not be reached (%v); retry shortly", err))
+		case raw != nil:
+			if rerr := ctx.Response.Read(bufio.NewReader(bytes.NewReader(raw))); rerr != nil {
+				privateFail(ctx, apierr.New(apierr.ServiceUnavailable, "the workspace's node answered unreadably; retry"))
+			}
+		}
+	}
 }

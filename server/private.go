@@ -83,8 +83,8 @@ func adminAuthorized(ctx *fasthttp.RequestCtx, adminToken string) bool {
 	return true
 }
 
-func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandler, adminToken string, mediaReports fasthttp.RequestHandler) fasthttp.RequestHandler {
-	fail := privateFail
+func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandler, adminToken string, mediaReports fasthttp.RequestHandler,
+	adjust fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		switch string(ctx.Path()) {
 		case "/metrics":
@@ -94,35 +94,54 @@ func privateHandler(engine *actors.Engine, metricsHandler fasthttp.RequestHandle
 			ctx.SetBodyString("ok\n")
 		case media.ReportsPath:
 			mediaReports(ctx)
-		case "/admin/billing/adjust":
+		case adjustPath:
 			if !adminAuthorized(ctx, adminToken) {
 				return
 			}
-			var req AdjustRequest
-			if len(ctx.PostBody()) > maxAdminBodyBytes || json.Unmarshal(ctx.PostBody(), &req) != nil {
-				fail(ctx, apierr.New(apierr.InvalidRequest, "body must be {account_id, amount, reason, operator}"))
-				return
-			}
-			amount, err := money.Parse(req.Amount, money.MaxDecimals)
-			if err != nil {
-				fail(ctx, apierr.Invalid("amount", "amount must be a signed decimal with at most six decimals"))
-				return
-			}
-			operator := req.Operator
-			if operator == "" {
-				operator = "operator"
-			}
-			body, aerr := engine.AdjustBalance(req.AccountID, amount, req.Reason, operator)
-			if aerr != nil {
-				fail(ctx, aerr)
-				return
-			}
-			ctx.SetContentType("application/json")
-			ctx.SetBody(body)
+			adjust(ctx)
 		default:
 			ctx.SetStatusCode(404)
 		}
 	}
+}
+
+// adjustPath is the operator route of `rtcd billing adjust`.
+const adjustPath = "/admin/billing/adjust"
+
+// adjustHandler applies an authorized POST /admin/billing/adjust here,
+// where the workspace's wallet runs.
+func adjustHandler(engine *actors.Engine) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		req, aerr := readAdjust(ctx)
+		if aerr != nil {
+			privateFail(ctx, aerr)
+			return
+		}
+		amount, _ := money.Parse(req.Amount, money.MaxDecimals) // checked by readAdjust
+		operator := req.Operator
+		if operator == "" {
+			operator = "operator"
+		}
+		body, aerr := engine.AdjustBalance(req.AccountID, amount, req.Reason, operator)
+		if aerr != nil {
+			privateFail(ctx, aerr)
+			return
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBody(body)
+	}
+}
+
+// readAdjust reads and checks the body of POST /admin/billing/adjust.
+func readAdjust(ctx *fasthttp.RequestCtx) (AdjustRequest, *apierr.Error) {
+	var req AdjustRequest
+	if len(ctx.PostBody()) > maxAdminBodyBytes || json.Unmarshal(ctx.PostBody(), &req) != nil {
+		return req, apierr.New(apierr.InvalidRequest, "body must be {account_id, amount, reason, operator}")
+	}
+	if _, err := money.Parse(req.Amount, money.MaxDecimals); err != nil {
+		return req, apierr.Invalid("amount", "amount must be a signed decimal with at most six decimals")
+	}
+	return req, nil
 }
 
 // AdjustBalance is the client side of `rtcd billing adjust`.
@@ -132,7 +151,7 @@ func AdjustBalance(privateAddr, adminToken string, req AdjustRequest) ([]byte, e
 	defer fasthttp.ReleaseRequest(r)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	r.SetRequestURI("http://" + privateAddr + "/admin/billing/adjust")
+	r.SetRequestURI("http://" + privateAddr + adjustPath)
 	r.Header.SetMethod("POST")
 	r.Header.Set("Authorization", "Bearer "+adminToken)
 	r.Header.SetContentType("application/json")

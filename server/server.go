@@ -437,6 +437,11 @@ func (st *startup) buildPrivateServer() error {
 		return err
 	}
 	engine := st.s.engine
+	adjust := adjustHandler(engine)
+	if st.s.node != nil {
+		// On a cluster node, the adjustment runs where the wallet runs.
+		adjust = clusterAdjust(st.s.node, adjust)
+	}
 	st.s.backups = &backups{cfg: st.cfg, store: st.pebble, now: st.clk.Now}
 	st.s.metricsSrv = &fasthttp.Server{
 		Name:               "rtcd-private",
@@ -444,7 +449,7 @@ func (st *startup) buildPrivateServer() error {
 		WriteTimeout:       10 * time.Second,
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
 		Handler: withBackups(privateHandler(engine, st.m.Handler(), adminToken,
-			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk)),
+			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk), adjust),
 			st.s.backups, adminToken),
 	}
 	return nil
