@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/auth"
 	"rtcd/ids"
 	"rtcd/persistence"
@@ -15,32 +16,32 @@ import (
 
 // A cluster places a workspace's wallet, projects and rooms together on
 // one node (docs/cluster.md), so any node must tell a project's workspace
-// without its actor: the p/<project> entry that lists the project names
-// it. Projects created since then get it in their Genesis batch; a store
-// written before gets it once, at Start, from the recovered projects.
+// without its actor (the p/<project> entry that lists the project names
+// it), and the node placing a workspace must find its projects (the
+// wp/<account>/<project> entries). Projects created since then get both in
+// their Genesis batch; a store written before gets them once, at Start,
+// from the recovered projects.
 
-// projectAccountIndexBatch bounds the entries written per batch when the
-// index is built.
-const projectAccountIndexBatch = 1024
+// projectAccountIndexBatch bounds the projects indexed per batch when the
+// indexes are built.
+const projectAccountIndexBatch = 512
 
 // projectAccountIndexBuilt marks a store whose p/ entries all name their
-// workspace.
-var projectAccountIndexBuilt = persistence.Key(persistence.PrefixMeta, "project-account-index")
+// workspace and whose wp/ entries list every project.
+var projectAccountIndexBuilt = persistence.Key(persistence.PrefixMeta, "project-workspace-index")
 
-// ensureProjectAccountIndex fills the p/ entries left empty by an older
-// store from the records the recovered projects published, in batches of
-// projectAccountIndexBatch or fewer on a store that takes fewer writes in
-// a batch (one is kept for the mark).
+// ensureProjectAccountIndex writes, for every recovered project, its p/
+// entry naming its workspace and its wp/ entry, in batches of
+// projectAccountIndexBatch projects or fewer on a store that takes fewer
+// writes in a batch (two a project, one kept for the mark).
 func (e *Engine) ensureProjectAccountIndex() error {
 	store := e.env.Store
 	if _, err := store.Get(projectAccountIndexBuilt); !errors.Is(err, persistence.ErrNotFound) {
 		return err // built (nil), or the store failed
 	}
-	var empty []string
-	err := store.Scan([]byte(persistence.PrefixProject), 0, func(key, value []byte) bool {
-		if len(value) == 0 {
-			empty = append(empty, string(key[len(persistence.PrefixProject):]))
-		}
+	var projectIDs []string
+	err := store.Scan([]byte(persistence.PrefixProject), 0, func(key, _ []byte) bool {
+		projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
 		return true
 	})
 	if err != nil {
@@ -48,11 +49,11 @@ func (e *Engine) ensureProjectAccountIndex() error {
 	}
 	perBatch := projectAccountIndexBatch
 	if m := store.MaxBatchWrites(); m > 0 {
-		perBatch = max(1, min(perBatch, m-1))
+		perBatch = max(1, min(perBatch, (m-1)/2))
 	}
 	b := store.NewBatch()
 	n := 0
-	for _, id := range empty {
+	for _, id := range projectIDs {
 		h, ok := e.project(id)
 		if !ok {
 			continue
@@ -62,6 +63,7 @@ func (e *Engine) ensureProjectAccountIndex() error {
 			continue
 		}
 		b.Set(persistence.Key(persistence.PrefixProject, id), []byte(rec.AccountID))
+		b.Set(project.WorkspaceKey(rec.AccountID, id), nil)
 		if n++; n%perBatch == 0 {
 			if err := store.CommitAndWait(b); err != nil {
 				return err
@@ -74,7 +76,7 @@ func (e *Engine) ensureProjectAccountIndex() error {
 		return err
 	}
 	if n > 0 {
-		slog.Info("named the workspace of every project", "projects", n)
+		slog.Info("indexed the workspace of every project", "projects", n)
 	}
 	return nil
 }
@@ -135,10 +137,9 @@ func (e *Engine) PlaceWorkspace(accountID string) error {
 		return err
 	}
 	var projectIDs []string
-	err := e.env.Store.Scan([]byte(persistence.PrefixProject), 0, func(key, value []byte) bool {
-		if string(value) == accountID {
-			projectIDs = append(projectIDs, string(key[len(persistence.PrefixProject):]))
-		}
+	prefix := project.WorkspaceKey(accountID, "")
+	err := e.env.Store.Scan(prefix, 0, func(key, _ []byte) bool {
+		projectIDs = append(projectIDs, string(key[len(prefix):]))
 		return true
 	})
 	if err != nil {

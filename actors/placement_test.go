@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -27,17 +28,21 @@ func TestProjectEntryNamesItsWorkspace(t *testing.T) {
 			t.Fatalf("workspace of %q: %q %v %v, want none", id, got, ok, err)
 		}
 	}
+	if _, err := e.env.Store.Get(project.WorkspaceKey(accountID, caller.ProjectID)); err != nil {
+		t.Fatalf("the workspace does not list its project: %v", err)
+	}
 }
 
 // A store written before the entries named the workspace (here: the
-// bootstrap project's entry emptied, its mark deleted) gets them at Start, in
-// batches the store takes, and is marked.
+// bootstrap project's p/ entry emptied, its wp/ entry and the mark
+// deleted) gets them at Start, in batches the store takes, and is marked.
 func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 	var accountID string
 	e, store, _, caller := startLimited(t, 3, func(s *persistence.Store, boot BootstrapResult) {
 		accountID = boot.AccountID
 		b := s.NewBatch()
 		b.Set(persistence.Key(persistence.PrefixProject, boot.ProjectID), nil)
+		b.Delete(project.WorkspaceKey(boot.AccountID, boot.ProjectID))
 		b.Delete(projectAccountIndexBuilt)
 		if err := s.CommitAndWait(b); err != nil {
 			t.Fatal(err)
@@ -45,6 +50,9 @@ func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 	})
 	if got, ok, err := e.AccountOfProject(caller.ProjectID); err != nil || !ok || got != accountID {
 		t.Fatalf("workspace after Start: %q %v %v, want %s", got, ok, err, accountID)
+	}
+	if _, err := store.Get(project.WorkspaceKey(accountID, caller.ProjectID)); err != nil {
+		t.Fatalf("the workspace does not list its project after Start: %v", err)
 	}
 	if _, err := store.Get(projectAccountIndexBuilt); err != nil {
 		t.Fatalf("the index is not marked built: %v", err)
@@ -169,7 +177,7 @@ func TestClusteredStartNeedsTheIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.StartClustered(); err == nil || !strings.Contains(err.Error(), "project-account-index") {
+	if err := e.StartClustered(); err == nil || !strings.Contains(err.Error(), "project-workspace-index") {
 		t.Fatalf("StartClustered on an older store: %v", err)
 	}
 }

@@ -10,33 +10,34 @@ import (
 // indexes store an inverted timestamp so that a forward scan yields the
 // newest entry first, which is the order every list endpoint returns.
 const (
-	prefixJournal      = "j/"  // j/<actorID>/<seq:8>                          -> encoded event
-	prefixSnapshot     = "s/"  // s/<actorID>                                  -> seq:8 + encoded state
-	PrefixMeta         = "m/"  // m/<name>                                     -> operator metadata
-	PrefixProject      = "p/"  // p/<projectID>                                -> accountID (directory of project actors; names the workspace that places it)
-	PrefixRoom         = "r/"  // r/<projectID>/<roomID>                       -> room read record
-	PrefixRoomIdx      = "ri/" // ri/<projectID>/<inv:8><roomID>               -> roomID
-	PrefixPart         = "pt/" // pt/<projectID>/<roomID>/<participantID>      -> participant read record
-	PrefixPartIdx      = "pi/" // pi/<projectID>/<roomID>/<inv:8><participantID> -> participantID
-	PrefixKeyIdx       = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
-	PrefixKeyHash      = "kh/" // kh/<hex of the key's keyed hash>             -> projectID (routes a key to its project's node; written once)
-	PrefixAudit        = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
-	PrefixIdem         = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
-	PrefixIdemExp      = "ie/" // ie/<projectID>/<nanos:8><scope:32>           -> (expiry index of id/, oldest first)
-	PrefixAccount      = "a/"  // a/<accountID>                                -> (directory of wallet actors)
-	PrefixLedger       = "lg/" // lg/<accountID>/<inv:8><entryID>              -> ledger entry
-	PrefixTopup        = "tp/" // tp/<accountID>/<paymentID>                   -> top-up read record
-	PrefixTopupIdx     = "ti/" // ti/<accountID>/<inv:8><paymentID>            -> paymentID
-	PrefixCharge       = "pc/" // pc/<accountID>/<chargeID>                    -> usage charge not yet applied to the wallet
-	PrefixUsage        = "us/" // us/<projectID>/<YYYY-MM-DD>/<sessionID>      -> finalized usage of one session on one UTC day
-	PrefixPayment      = "pd/" // pd/<paymentID>                               -> accountID (routes provider callbacks)
-	PrefixEndpoint     = "we/" // we/<projectID>/<inv:8><endpointID>           -> webhook endpoint read record
-	PrefixDelivery     = "wd/" // wd/<endpointID>/<deliveryID>                 -> webhook delivery record (with the event bytes)
-	PrefixDelIdx       = "wi/" // wi/<endpointID>/<inv:8><deliveryID>          -> deliveryID (list, newest first)
-	PrefixDelDue       = "wq/" // wq/<endpointID>/<dueNanos:8><deliveryID>     -> deliveryID (attempts due, oldest first)
-	PrefixUndelivered  = "wu/" // wu/<endpointID>/<createdNanos:8><deliveryID> -> status, pending or retrying (not delivered yet, oldest first)
-	PrefixOutbox       = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
-	PrefixAccountAudit = "wa/" // wa/<accountID>/<inv:8><auditID>         -> workspace audit log entry (team, invitations, projects)
+	prefixJournal       = "j/"  // j/<actorID>/<seq:8>                          -> encoded event
+	prefixSnapshot      = "s/"  // s/<actorID>                                  -> seq:8 + encoded state
+	PrefixMeta          = "m/"  // m/<name>                                     -> operator metadata
+	PrefixProject       = "p/"  // p/<projectID>                                -> accountID (directory of project actors; names the workspace that places it)
+	PrefixRoom          = "r/"  // r/<projectID>/<roomID>                       -> room read record
+	PrefixRoomIdx       = "ri/" // ri/<projectID>/<inv:8><roomID>               -> roomID
+	PrefixPart          = "pt/" // pt/<projectID>/<roomID>/<participantID>      -> participant read record
+	PrefixPartIdx       = "pi/" // pi/<projectID>/<roomID>/<inv:8><participantID> -> participantID
+	PrefixKeyIdx        = "ki/" // ki/<projectID>/<inv:8><keyID>                -> API key read record
+	PrefixKeyHash       = "kh/" // kh/<hex of the key's keyed hash>             -> projectID (routes a key to its project's node; written once)
+	PrefixWorkspaceProj = "wp/" // wp/<accountID>/<projectID>                   -> (the projects of a workspace, placed with it in a cluster)
+	PrefixAudit         = "au/" // au/<projectID>/<inv:8><auditID>              -> audit log entry
+	PrefixIdem          = "id/" // id/<projectID>/<scope:32>                    -> sealed idempotency record
+	PrefixIdemExp       = "ie/" // ie/<projectID>/<nanos:8><scope:32>           -> (expiry index of id/, oldest first)
+	PrefixAccount       = "a/"  // a/<accountID>                                -> (directory of wallet actors)
+	PrefixLedger        = "lg/" // lg/<accountID>/<inv:8><entryID>              -> ledger entry
+	PrefixTopup         = "tp/" // tp/<accountID>/<paymentID>                   -> top-up read record
+	PrefixTopupIdx      = "ti/" // ti/<accountID>/<inv:8><paymentID>            -> paymentID
+	PrefixCharge        = "pc/" // pc/<accountID>/<chargeID>                    -> usage charge not yet applied to the wallet
+	PrefixUsage         = "us/" // us/<projectID>/<YYYY-MM-DD>/<sessionID>      -> finalized usage of one session on one UTC day
+	PrefixPayment       = "pd/" // pd/<paymentID>                               -> accountID (routes provider callbacks)
+	PrefixEndpoint      = "we/" // we/<projectID>/<inv:8><endpointID>           -> webhook endpoint read record
+	PrefixDelivery      = "wd/" // wd/<endpointID>/<deliveryID>                 -> webhook delivery record (with the event bytes)
+	PrefixDelIdx        = "wi/" // wi/<endpointID>/<inv:8><deliveryID>          -> deliveryID (list, newest first)
+	PrefixDelDue        = "wq/" // wq/<endpointID>/<dueNanos:8><deliveryID>     -> deliveryID (attempts due, oldest first)
+	PrefixUndelivered   = "wu/" // wu/<endpointID>/<createdNanos:8><deliveryID> -> status, pending or retrying (not delivered yet, oldest first)
+	PrefixOutbox        = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
+	PrefixAccountAudit  = "wa/" // wa/<accountID>/<inv:8><auditID>         -> workspace audit log entry (team, invitations, projects)
 )
 
 // JournalKey is the key of event seq in actorID's journal.

@@ -60,7 +60,8 @@ func newProjectState(p core.Project) *projectState {
 }
 
 // Genesis writes a new project into b: its p/ entry (the directory
-// of projects recovery reads, naming its workspace) and its first snapshot (sequence 0), holding
+// of projects recovery reads, naming its workspace), its wp/ entry (its
+// workspace's list of projects, which a cluster places together) and its first snapshot (sequence 0), holding
 // firstKey when there is one (bootstrap's key, with its ki/ and kh/
 // records). Every
 // project starts here: bootstrap's, each new workspace's and each created
@@ -75,6 +76,7 @@ func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectSta
 	// The value names the project's workspace, so that any node can tell
 	// where the project is placed without reading its journal.
 	b.Set(persistence.Key(persistence.PrefixProject, p.ID), []byte(p.AccountID))
+	b.Set(WorkspaceKey(p.AccountID, p.ID), nil)
 	persistence.WriteSnapshotAt(b, Journal(p.ID), 0, core.Encode(s))
 	return s
 }
@@ -161,3 +163,9 @@ func Replay(store persistence.Storage, projectID string) ([]byte, error) {
 // Journal names a project's journal, snapshot and actor:
 // project/<project_id>.
 func Journal(projectID string) string { return "project/" + projectID }
+
+// WorkspaceKey is the wp/ entry listing projectID among its workspace's
+// projects.
+func WorkspaceKey(accountID, projectID string) []byte {
+	return []byte(persistence.PrefixWorkspaceProj + accountID + "/" + projectID)
+}
