@@ -12,6 +12,7 @@ import (
 	"rtcd/apierr"
 	"rtcd/cluster"
 	api "rtcd/http"
+	"rtcd/ids"
 	"rtcd/metrics"
 	"rtcd/persistence"
 )
@@ -100,6 +101,10 @@ func clusterAdjust(node *cluster.Node, local fasthttp.RequestHandler) fasthttp.R
 		req, aerr := readAdjust(ctx)
 		if aerr != nil {
 			privateFail(ctx, aerr)
+			return
+		}
+		if !ids.Valid(req.AccountID, ids.Account) {
+			local(ctx) // no such workspace anywhere: answered here, placing nothing
 			return
 		}
 		raw, err := node.Route(req.AccountID, func() { local(ctx) }, func() []byte {
