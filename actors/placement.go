@@ -257,15 +257,16 @@ func (e *Engine) releaseWorkspaceLocked(accountID string, projectIDs []string) {
 // emptied and fills again from the store.
 const maxPlacementCacheEntries = 65536
 
-// placementCache is one bounded cache of an immutable mapping.
+// placementCache is one bounded cache of an immutable mapping, read on
+// every placed request (a read lock), written on a miss.
 type placementCache struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	entries map[string]string
 }
 
 func (c *placementCache) get(k string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	v, ok := c.entries[k]
 	return v, ok
 }
@@ -326,7 +327,7 @@ func (e *Engine) WorkspaceOfParticipantToken(token string) (accountID string, ok
 }
 
 // WorkspaceOfPayment is the workspace whose wallet a payment tops up (the
-// py/ index), for the payment provider's callbacks; ok is false for an id
+// pd/ index), for the payment provider's callbacks; ok is false for an id
 // that names no payment.
 func (e *Engine) WorkspaceOfPayment(paymentID string) (accountID string, ok bool, err error) {
 	if !ids.Valid(paymentID, ids.Payment) {
