@@ -67,7 +67,7 @@ func TestClusterKill9OfTheOwnerUnderLoad(t *testing.T) {
 	if back > failoverBoundSeconds*time.Second {
 		t.Errorf("the workspace served again %v after the kill, want within %d s", back.Round(time.Millisecond), failoverBoundSeconds)
 	}
-	binVerify(t, survivor, boot.APIKey, acks)
+	binVerifyAcks(t, survivor, boot.APIKey, acks, true)
 	view := &env{t: t, Base: survivor.Base, client: &http.Client{Timeout: 30 * time.Second}, Boot: boot}
 	view.blCheckLedgerSum()
 	delivered := awaitRoomEnded(t, rcv, ended, 30*time.Second)
@@ -341,7 +341,7 @@ func TestClusterPausedOwnerIsFencedAndRejoins(t *testing.T) {
 	// Through it, requests reach the workspace wherever it is now.
 	binServedAgain(t, paused, boot.APIKey, time.Now(), failoverBoundSeconds*time.Second)
 
-	binVerify(t, survivor, boot.APIKey, acks)
+	binVerifyAcks(t, survivor, boot.APIKey, acks, true)
 	view := &env{t: t, Base: survivor.Base, client: &http.Client{Timeout: 30 * time.Second}, Boot: boot}
 	view.blCheckLedgerSum()
 	t.Logf("owner (node %d) paused; the workspace served through node %d %v after the pause; resumed, it rejoined in %v, %v of its writes fenced; %d rooms, %d participants acknowledged",

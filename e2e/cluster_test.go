@@ -29,6 +29,11 @@ type clusterInfra struct {
 // startClusterInfra starts the servers; they end with the test.
 func startClusterInfra(t *testing.T) clusterInfra {
 	t.Helper()
+	if onJetStream() {
+		// A cluster brings its own JetStream servers: the suite's second
+		// pass on JetStream would run the same test again.
+		t.Skip("runs once, in the Pebble pass: a cluster test starts its own NATS servers")
+	}
 	nats, err := natstest.Start()
 	if err != nil {
 		t.Fatalf("start the NATS cluster: %v", err)

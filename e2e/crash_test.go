@@ -498,6 +498,15 @@ func binParallel(n int, fn func(i int)) {
 // are created, whatever their connects were told.
 func binVerify(t *testing.T, p *binProc, apiKey string, acks *binAcks) {
 	t.Helper()
+	binVerifyAcks(t, p, apiKey, acks, false)
+}
+
+// binVerifyAcks is binVerify; with loadWentOn (a cluster's workspace
+// moved while the load went on through other nodes), a participant whose
+// connect was acknowledged may read connected: its connect may have
+// reached the new owner after the move, where the reservation lives.
+func binVerifyAcks(t *testing.T, p *binProc, apiKey string, acks *binAcks, loadWentOn bool) {
+	t.Helper()
 	c := binClient(true)
 	var lost atomic.Int64
 	binParallel(len(acks.rooms), func(i int) {
@@ -515,7 +524,7 @@ func binVerify(t *testing.T, p *binProc, apiKey string, acks *binAcks) {
 			t.Errorf("acknowledged participant %s: %v %d %s", bp.id, err, r.status, r.raw)
 			return
 		}
-		if st := r.str("status"); st != "created" {
+		if st := r.str("status"); st != "created" && !(loadWentOn && st == "connected" && acks.connected[bp.id]) {
 			t.Errorf("participant %s is %s after the restart; nothing recorded a join or removal", bp.id, st)
 		}
 	})
