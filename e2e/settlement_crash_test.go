@@ -45,7 +45,12 @@ const (
 	// charges written and applied.
 	scPollers  = 4
 	scPollLead = 100 * time.Millisecond
-	scAttempts = 6
+	// scSettlementLateness is how late past its due instant a settlement
+	// may be seen: on two cores shared with the race detector and other
+	// servers, a settlement due every second was once seen more than 2 s
+	// late in CI; when it comes does not matter to what is tested.
+	scSettlementLateness = 5 * time.Second
+	scAttempts           = 6
 )
 
 // scSession is a participant joined through the binary's media node.
@@ -359,7 +364,7 @@ func scKillInSettlement(t *testing.T, p *binProc, key, accountID string, c *http
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := from.Add(scPollLead + 2*time.Second)
+		deadline := from.Add(scPollLead + scSettlementLateness)
 		var freeze sync.Once
 		frozen := make(chan error, 1)
 		var wg sync.WaitGroup
@@ -389,7 +394,7 @@ func scKillInSettlement(t *testing.T, p *binProc, key, accountID string, c *http
 				t.Fatalf("SIGSTOP: %v", err)
 			}
 		case <-polled:
-			t.Fatalf("attempt %d: no settlement within 2 s of when it was due\n%s", attempts, p.logTail())
+			t.Fatalf("attempt %d: no settlement within %v of when it was due\n%s", attempts, scSettlementLateness, p.logTail())
 		}
 		scWaitStopped(t, p)
 		pending = scPendingInCopy(t, p.dataDir, accountID)
