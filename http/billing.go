@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	nethttp "net/http"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -151,5 +152,5 @@ const paymentCallbackRoute = "/v1/billing/providers/{provider}/webhook"
 
 // paymentCallbackPath is paymentCallbackRoute for one provider.
 func paymentCallbackPath(provider string) string {
-	return "/v1/billing/providers/" + provider + "/webhook"
+	return strings.Replace(paymentCallbackRoute, "{provider}", provider, 1)
 }
