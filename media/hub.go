@@ -470,12 +470,18 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 	if reason != "" {
 		text += ": " + reason
 	}
-	// Everyone goes, so nobody is told about the others leaving.
-	delete(h.rooms, roomID)
+	h.endRoom(r, ReasonRoomClosed, CodeRoomClosed, text, now)
+}
+
+// endRoom removes a room and all its members at once: each member's
+// leave is reported with reason and its socket ended with code. Everyone
+// goes, so nobody is told about the others leaving.
+func (h *hub) endRoom(r *room, reason, code, text string, now time.Time) {
+	delete(h.rooms, r.id)
 	h.members -= len(r.members)
 	for _, m := range sortedMembers(r) {
-		h.reportLeft(m, ReasonRoomClosed, now)
-		h.terminate(m.c, CodeRoomClosed, text)
+		h.reportLeft(m, reason, now)
+		h.terminate(m.c, code, text)
 	}
 }
 
@@ -489,15 +495,8 @@ func (h *hub) closeRoom(roomID, reason string, now time.Time) {
 func (h *hub) releaseRoom(roomID string, now time.Time) {
 	const text = "this media node no longer serves the room; connect again"
 	h.endWaiting(func(c auth.MediaClaims) bool { return c.RoomID == roomID }, CodeNodeShutdown, text)
-	r := h.rooms[roomID]
-	if r == nil {
-		return
-	}
-	delete(h.rooms, roomID)
-	h.members -= len(r.members)
-	for _, m := range sortedMembers(r) {
-		h.reportLeft(m, ReasonNodeShutdown, now)
-		h.terminate(m.c, CodeNodeShutdown, text)
+	if r := h.rooms[roomID]; r != nil {
+		h.endRoom(r, ReasonNodeShutdown, CodeNodeShutdown, text, now)
 	}
 }
 
@@ -558,13 +557,8 @@ func (h *hub) shutdown(now time.Time) {
 		h.terminate(c, CodeNodeShutdown, "the media node is shutting down")
 	}
 	h.endWaiting(func(auth.MediaClaims) bool { return true }, CodeNodeShutdown, "the media node is shutting down")
-	for id, r := range h.rooms {
-		delete(h.rooms, id)
-		h.members -= len(r.members)
-		for _, m := range sortedMembers(r) {
-			h.reportLeft(m, ReasonNodeShutdown, now)
-			h.terminate(m.c, CodeNodeShutdown, "the media node is shutting down")
-		}
+	for _, r := range h.rooms {
+		h.endRoom(r, ReasonNodeShutdown, CodeNodeShutdown, "the media node is shutting down", now)
 	}
 }
 
