@@ -185,9 +185,17 @@ func strs(v any) []string {
 
 func asList(v any) []any { l, _ := v.([]any); return l }
 
-// checkImageTag: pinned, and to want when want is set.
-func checkImageTag(t *testing.T, who, image, want string) {
+// checkImage: every image pinned, and NATS's and etcd's to the versions
+// the tests run.
+func checkImage(t *testing.T, who, image, natsVersion, etcdVersion string) {
 	t.Helper()
+	want := ""
+	switch {
+	case strings.HasPrefix(image, "nats:"):
+		want = natsVersion
+	case strings.Contains(image, "etcd"):
+		want = etcdVersion
+	}
 	_, tag, ok := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
 	if !ok || tag == "" || tag == "latest" {
 		t.Fatalf("%s: image %q is not pinned", who, image)
@@ -223,14 +231,7 @@ func TestDeployClusterCompose(t *testing.T) {
 	var nodes []deployNode
 	for name, svc := range services {
 		image := str(at(svc, "image"))
-		switch {
-		case strings.HasPrefix(image, "nats:"):
-			checkImageTag(t, name, image, natsVersion)
-		case strings.Contains(image, "etcd"):
-			checkImageTag(t, name, image, etcdVersion)
-		default:
-			checkImageTag(t, name, image, "")
-		}
+		checkImage(t, name, image, natsVersion, etcdVersion)
 		if name == "rtcd-init" || !strings.HasPrefix(name, "rtcd-") {
 			continue
 		}
@@ -434,14 +435,7 @@ func TestDeployClusterKubernetes(t *testing.T) {
 	for key, w := range objs {
 		for _, c := range asList(at(w, "spec", "template", "spec", "containers")) {
 			image := str(at(c, "image"))
-			switch {
-			case strings.HasPrefix(image, "nats:"):
-				checkImageTag(t, key, image, natsVersion)
-			case strings.Contains(image, "etcd"):
-				checkImageTag(t, key, image, etcdVersion)
-			default:
-				checkImageTag(t, key, image, "")
-			}
+			checkImage(t, key, image, natsVersion, etcdVersion)
 		}
 	}
 	sts := objs.get(t, "StatefulSet", "rtcd")

@@ -97,12 +97,10 @@ func (s *Server) placementOf(ctx *fasthttp.RequestCtx) (key string, ok bool, err
 		}
 		return s.engine.WorkspaceOfPayment(events[0].PaymentID)
 	}
-	authz := ctx.Request.Header.Peek("Authorization")
-	const bearer = "Bearer "
-	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)], []byte(bearer)) {
+	token, ok := bearerToken(ctx)
+	if !ok {
 		return "", false, nil
 	}
-	token := authz[len(bearer):]
 	if isSessionToken(token) {
 		return "", false, nil // dashboard sessions: not placed yet (docs/cluster.md)
 	}

@@ -408,10 +408,8 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 	if mode == noAuth {
 		return true
 	}
-	authz := rc.ctx.Request.Header.Peek("Authorization")
-	// The scheme is case-insensitive (RFC 9110 section 11.1): "bearer" works.
-	const bearer = "Bearer "
-	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)-1], []byte(bearer[:len(bearer)-1])) || authz[len(bearer)-1] != ' ' {
+	token, ok := bearerToken(rc.ctx)
+	if !ok {
 		rc.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rtcd"`)
 		if mode == session {
 			rc.fail(apierr.New(apierr.AuthenticationFailed, "send a dashboard session as Authorization: Bearer rtc_us_…"))
@@ -420,7 +418,6 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 		}
 		return false
 	}
-	token := authz[len(bearer):]
 	if mode == session {
 		return s.authorizeSession(rc, token)
 	}
@@ -460,6 +457,18 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 	caller.SourceIP = s.sourceIP(rc.ctx)
 	rc.caller = caller
 	return true
+}
+
+// bearerToken is the credential of the request's Authorization header
+// ("Bearer <token>"; the scheme is case-insensitive, RFC 9110 section
+// 11.1, so "bearer" works); ok is false without one.
+func bearerToken(ctx *fasthttp.RequestCtx) (token []byte, ok bool) {
+	authz := ctx.Request.Header.Peek("Authorization")
+	const bearer = "Bearer "
+	if len(authz) <= len(bearer) || !bytes.EqualFold(authz[:len(bearer)-1], []byte(bearer[:len(bearer)-1])) || authz[len(bearer)-1] != ' ' {
+		return nil, false
+	}
+	return authz[len(bearer):], true
 }
 
 // authorizeSession authenticates a dashboard route's session token.
