@@ -42,8 +42,9 @@ func (e *Engine) projectOf(c *core.Caller) (*projectHandle, *apierr.Error) {
 // lookupSession resolves a session token, checking expiry and idle time,
 // and notes its use.
 func (e *Engine) lookupSession(token string) (*core.LiveSession, *apierr.Error) {
-	if e.directory == nil && e.env.Clustered {
-		return nil, errNoDirectoryInCluster
+	pid := e.directory.Load()
+	if pid == nil {
+		return nil, errDirectoryElsewhere() // a cluster node, reached while the directory moved
 	}
 	if !auth.CheckDashboardSecretFormat(auth.SessionTokenPrefix, token) {
 		return nil, directory.ErrBadSession
@@ -57,7 +58,7 @@ func (e *Engine) lookupSession(token string) (*core.LiveSession, *apierr.Error) 
 		return nil, directory.ErrBadSession
 	}
 	if ls.NoteUse(now, directory.SessionTouchInterval) {
-		e.system.Root.Send(e.directory, directory.TouchSession{Hash: ls.Hash(), At: now})
+		e.system.Root.Send(pid, directory.TouchSession{Hash: ls.Hash(), At: now})
 	}
 	return ls, nil
 }
@@ -76,6 +77,9 @@ func (e *Engine) AuthenticateSession(token string) (*core.DashboardUser, *apierr
 // workspace. A project that does not exist, is archived, or belongs to a
 // workspace the user is not a member of is a 404, so ids do not leak.
 func (e *Engine) AuthenticateSessionForProject(token, projectID string) (*core.Caller, *apierr.Error) {
+	if e.env.Clustered {
+		return e.sessionForProject(token, projectID)
+	}
 	ls, err := e.lookupSession(token)
 	if err != nil {
 		return nil, err

@@ -115,6 +115,7 @@ func Bootstrap(s persistence.Storage, keys auth.Keys, clk clock.Clock, billing c
 	// build at Start, and a cluster node may serve it at once.
 	b.Set(keyHashIndexBuilt, nil)
 	b.Set(projectAccountIndexBuilt, nil)
+	b.Set(projectRecordIndexBuilt, nil)
 	b.Set(initializedKey, []byte(core.Timestamp(now)))
 	if err := s.CommitAndWait(b); err != nil {
 		return BootstrapResult{}, err

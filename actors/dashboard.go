@@ -41,7 +41,7 @@ func (e *Engine) StartEmailSignIn(p *EmailStartParams, sourceIP string) *apierr.
 		return apierr.New(apierr.Internal, "could not create a sign-in link")
 	}
 	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(token))
-	r := e.ask(e.directory, directory.StartSignIn{Email: email, Hash: hash, InvitationHash: invitationHash, Deliverable: deliverable})
+	r := e.askDirectory(directory.StartSignIn{Email: email, Hash: hash, InvitationHash: invitationHash, Deliverable: deliverable})
 	if m, ok := r.Value.(directory.SignInMail); ok {
 		e.enqueueMail(e.signInMail(m.To, token, m.ExpiresAt))
 	}
@@ -67,7 +67,7 @@ func (e *Engine) PeekEmailSignIn(p *EmailTokenParams, sourceIP string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, directory.PeekSignIn{Hash: hash})
+	r := e.askDirectory(directory.PeekSignIn{Hash: hash})
 	return r.Body, r.Err
 }
 
@@ -82,7 +82,7 @@ func (e *Engine) VerifyEmailSignIn(p *EmailTokenParams, requestID, sourceIP stri
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.ask(e.directory, directory.VerifySignIn{Hash: hash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
+	r := e.askDirectory(directory.VerifySignIn{Hash: hash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -124,7 +124,7 @@ func (e *Engine) GoogleSignIn(id directory.GoogleIdentity, invitationToken *stri
 	if serr != nil {
 		return nil, serr
 	}
-	r := e.ask(e.directory, directory.SignInWithGoogle{Identity: id, Email: email, Name: name, InvitationHash: invitationHash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
+	r := e.askDirectory(directory.SignInWithGoogle{Identity: id, Email: email, Name: name, InvitationHash: invitationHash, SessionToken: sessionToken, SessionHash: sessionHash, RequestID: requestID, SourceIP: sourceIP})
 	return r.Body, r.Err
 }
 
@@ -139,7 +139,7 @@ func (e *Engine) LogoutAll(u *core.DashboardUser) *apierr.Error {
 }
 
 func (e *Engine) endSessions(u *core.DashboardUser, all bool) *apierr.Error {
-	r := e.ask(e.directory, directory.EndSessions{User: *u, All: all})
+	r := e.askDirectory(directory.EndSessions{User: *u, All: all})
 	return r.Err
 }
 
@@ -147,7 +147,7 @@ func (e *Engine) endSessions(u *core.DashboardUser, all bool) *apierr.Error {
 
 // Me answers GET /v1/me.
 func (e *Engine) Me(u *core.DashboardUser) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.ReadMe{User: *u})
+	r := e.askDirectory(directory.ReadMe{User: *u})
 	return r.Body, r.Err
 }
 
@@ -157,7 +157,7 @@ func (e *Engine) UpdateMe(u *core.DashboardUser, p *NameParams) ([]byte, *apierr
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, directory.RenameUser{User: *u, Name: name})
+	r := e.askDirectory(directory.RenameUser{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -171,7 +171,7 @@ func (e *Engine) CreateAccount(u *core.DashboardUser, p *NameParams) ([]byte, *a
 	if name == "" {
 		name = directory.DefaultWorkspaceName
 	}
-	r := e.ask(e.directory, directory.CreateAccount{User: *u, Name: name})
+	r := e.askDirectory(directory.CreateAccount{User: *u, Name: name})
 	return r.Body, r.Err
 }
 
@@ -181,7 +181,7 @@ func (e *Engine) RenameAccount(u *core.DashboardUser, accountID string, p *NameP
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, directory.RenameAccount{User: *u, AccountID: accountID, Name: name})
+	r := e.askDirectory(directory.RenameAccount{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 
@@ -205,33 +205,29 @@ func (e *Engine) CreateProject(u *core.DashboardUser, accountID string, p *NameP
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(e.directory, directory.CreateProject{User: *u, AccountID: accountID, Name: name})
+	r := e.askDirectory(directory.CreateProject{User: *u, AccountID: accountID, Name: name})
 	return r.Body, r.Err
 }
 
 // projectInAccount checks that u is a member of accountID and that
-// projectID belongs to it; anything else is a 404.
-func (e *Engine) projectInAccount(u *core.DashboardUser, accountID, projectID string) (*projectHandle, string, *apierr.Error) {
+// projectID belongs to it (anything else is a 404), and returns u's role.
+func (e *Engine) projectInAccount(u *core.DashboardUser, accountID, projectID string) (string, *apierr.Error) {
 	role, ok := e.sessions.RoleOf(u.UserID, accountID)
 	if !ok {
-		return nil, "", directory.ErrNoAccount(accountID)
+		return "", directory.ErrNoAccount(accountID)
 	}
 	if !ids.Valid(projectID, ids.Project) {
-		return nil, "", directory.ErrNoProject(projectID)
+		return "", directory.ErrNoProject(projectID)
 	}
-	h, ok := e.project(projectID)
-	if !ok {
-		return nil, "", directory.ErrNoProject(projectID)
+	if p, ok := e.projectRecord(projectID); !ok || p.AccountID != accountID {
+		return "", directory.ErrNoProject(projectID)
 	}
-	if p := h.gate.Record.Load(); p == nil || p.AccountID != accountID {
-		return nil, "", directory.ErrNoProject(projectID)
-	}
-	return h, role, nil
+	return role, nil
 }
 
 // RenameProject renames a project (owners and admins).
 func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID string, p *NameParams) ([]byte, *apierr.Error) {
-	h, role, err := e.projectInAccount(u, accountID, projectID)
+	role, err := e.projectInAccount(u, accountID, projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +238,10 @@ func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID strin
 	if err != nil {
 		return nil, err
 	}
-	r := e.ask(h.pid, project.Rename{User: *u, Name: name})
+	r := e.askProject(projectID, project.Rename{User: *u, Name: name})
+	if r.Gone {
+		return nil, core.ErrUnavailable
+	}
 	return r.Body, r.Err
 }
 
@@ -252,7 +251,7 @@ func (e *Engine) RenameProject(u *core.DashboardUser, accountID, projectID strin
 // workspace cannot both pass the check; the project actor does the work
 // while the directory goes on serving (it never waits on another actor).
 func (e *Engine) ArchiveProject(u *core.DashboardUser, accountID, projectID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
+	r := e.askDirectory(directory.ArchiveProject{User: *u, AccountID: accountID, ProjectID: projectID})
 	return r.Body, r.Err
 }
 
@@ -260,7 +259,7 @@ func (e *Engine) ArchiveProject(u *core.DashboardUser, accountID, projectID stri
 
 // ListMembers lists a workspace's members, newest first (any member).
 func (e *Engine) ListMembers(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.ListMembers{User: *u, AccountID: accountID, Limit: limit})
+	r := e.askDirectory(directory.ListMembers{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
@@ -271,14 +270,14 @@ func (e *Engine) UpdateMember(u *core.DashboardUser, accountID, userID string, p
 		return nil, apierr.Invalid("role", "role must be one of owner, admin, member")
 	}
 	role := *p.Role
-	r := e.ask(e.directory, directory.UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
+	r := e.askDirectory(directory.UpdateMember{User: *u, AccountID: accountID, UserID: userID, Role: role})
 	return r.Body, r.Err
 }
 
 // RemoveMember removes a member (owners and admins; anyone may leave).
 // Admins cannot remove owners, and the last owner cannot go.
 func (e *Engine) RemoveMember(u *core.DashboardUser, accountID, userID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.RemoveMember{User: *u, AccountID: accountID, UserID: userID})
+	r := e.askDirectory(directory.RemoveMember{User: *u, AccountID: accountID, UserID: userID})
 	return r.Body, r.Err
 }
 
@@ -307,7 +306,7 @@ func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *In
 		return nil, apierr.New(apierr.Internal, "could not create an invitation")
 	}
 	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(token))
-	r := e.ask(e.directory, directory.CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
+	r := e.askDirectory(directory.CreateInvitation{User: *u, AccountID: accountID, Email: email, Role: role, Hash: hash})
 	if m, ok := r.Value.(directory.InvitationMail); ok {
 		e.enqueueMail(e.invitationMail(m.To, token, m.Workspace, m.Inviter, m.ExpiresAt))
 	}
@@ -317,14 +316,14 @@ func (e *Engine) CreateInvitation(u *core.DashboardUser, accountID string, p *In
 // ListInvitations lists a workspace's invitations, newest first (owners and
 // admins); closed ones stay listed for closedInvitationRetention.
 func (e *Engine) ListInvitations(u *core.DashboardUser, accountID string, limit int) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.ListInvitations{User: *u, AccountID: accountID, Limit: limit})
+	r := e.askDirectory(directory.ListInvitations{User: *u, AccountID: accountID, Limit: limit})
 	return r.Body, r.Err
 }
 
 // RevokeInvitation revokes a pending invitation (owners and admins);
 // idempotent for one already closed.
 func (e *Engine) RevokeInvitation(u *core.DashboardUser, accountID, invitationID string) ([]byte, *apierr.Error) {
-	r := e.ask(e.directory, directory.RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
+	r := e.askDirectory(directory.RevokeInvitation{User: *u, AccountID: accountID, InvitationID: invitationID})
 	return r.Body, r.Err
 }
 
@@ -338,6 +337,6 @@ func (e *Engine) AcceptInvitation(u *core.DashboardUser, p *AcceptParams) ([]byt
 		return nil, directory.ErrBadInvitation
 	}
 	hash := directory.HashHex(e.env.Keys.HashDashboardSecret(*p.InvitationToken))
-	r := e.ask(e.directory, directory.AcceptInvitation{User: *u, Hash: hash})
+	r := e.askDirectory(directory.AcceptInvitation{User: *u, Hash: hash})
 	return r.Body, r.Err
 }

@@ -29,6 +29,9 @@ type dirEnv struct {
 	e     *Engine
 	boot  BootstrapResult
 	ipSeq int
+	// clustered starts the engine as a cluster node with the directory
+	// placed on it (and no workspace).
+	clustered bool
 }
 
 func newDirEnv(t *testing.T) *dirEnv {
@@ -65,7 +68,16 @@ func (env *dirEnv) open() {
 		t.Fatal(err)
 	}
 	e.SetMailer(Mailer{Sender: env.mail, DashboardURL: "https://dash.example"})
-	if err := e.Start(); err != nil {
+	start := e.Start
+	if env.clustered {
+		start = func() error {
+			if err := e.StartClustered(); err != nil {
+				return err
+			}
+			return e.PlaceDirectory()
+		}
+	}
+	if err := start(); err != nil {
 		t.Fatal(err)
 	}
 	env.store, env.e = store, e
@@ -170,7 +182,7 @@ func (env *dirEnv) mustNotAuth(token, why string) {
 // ReadState (as its snapshot encodes it, indexes rebuilt).
 func (env *dirEnv) inDirectory(f func(s *directory.State)) {
 	env.t.Helper()
-	r := env.e.ask(env.e.directory, directory.ReadState{})
+	r := env.e.askDirectory(directory.ReadState{})
 	if r.Err != nil {
 		env.t.Fatal(r.Err)
 	}

@@ -47,12 +47,14 @@ const (
 	idempotencySweepInterval = time.Minute
 )
 
-// errNoDirectoryInCluster answers the dashboard's routes on a cluster
-// node, which runs no directory yet (docs/cluster.md): retrying does not
-// help, so it carries no Retry-After.
-var errNoDirectoryInCluster = apierr.New(apierr.ServiceUnavailable,
-	"the dashboard is not served by the nodes of a cluster yet (docs/cluster.md); the API with an API key is").
-	WithDetails("reason", "cluster_mode")
+// errDirectoryElsewhere answers a dashboard request on a cluster node
+// that does not run the directory: it was routed here while the directory
+// moved (docs/cluster.md), so a retry reaches its new node.
+func errDirectoryElsewhere() *apierr.Error {
+	e := apierr.New(apierr.ServiceUnavailable, "the node serving the dashboard is changing; retry shortly")
+	e.RetryAfterSeconds = 1
+	return e
+}
 
 // crashForTest makes an actor panic, so tests can prove that protoactor's
 // restart (same actor value, Started again) recovers without counting
@@ -95,9 +97,12 @@ type Engine struct {
 	connectEndpoint atomic.Pointer[encodedEndpoint]
 
 	// directory is the actor owning users, sessions, workspaces, members
-	// and invitations; sessions is what it publishes for authentication.
-	directory *actor.PID
+	// and invitations (nil on a cluster node the directory is not placed
+	// on); sessions is what it publishes for authentication.
+	directory atomic.Pointer[actor.PID]
 	sessions  *core.Sessions
+	// peers reaches the other nodes of a cluster (nil on a single node).
+	peers     Peers
 	mailer    atomic.Pointer[Mailer]
 	mailQueue chan outgoingMail
 	mailDone  chan struct{}
@@ -190,8 +195,8 @@ func (e *Engine) Start() error {
 	if err := e.ensureKeyHashIndex(); err != nil {
 		return fmt.Errorf("key-hash index: %w", err)
 	}
-	if err := e.ensureProjectAccountIndex(); err != nil {
-		return fmt.Errorf("project-account index: %w", err)
+	if err := e.ensureProjectIndexes(); err != nil {
+		return err
 	}
 	// The directory last: creating a workspace or project spawns wallet
 	// and project actors, which must not race the recovery of their peers.
@@ -231,9 +236,9 @@ func (e *Engine) Stop() {
 	<-e.mailDone
 	e.dispatcher.Close()
 	var stopping []*actor.Future
-	if e.directory != nil {
+	if pid := e.directory.Load(); pid != nil {
 		// The directory first: it may spawn wallets and projects.
-		_ = e.system.Root.StopFuture(e.directory).Wait()
+		_ = e.system.Root.StopFuture(pid).Wait()
 	}
 	var rooms []*actor.PID
 	e.rooms.Range(func(_, v any) bool {
@@ -372,6 +377,12 @@ func (r registry) Post(to core.Address, msg any) { go r.Send(to, msg) }
 
 func (r registry) Request(to core.Address, msg any, answer func(core.Reply)) {
 	pid := r.e.pidOf(to)
+	if pid == nil && to.Kind == core.KindProject && r.e.peers != nil {
+		// On a cluster node the project may run on its workspace's node
+		// (the directory archiving it).
+		go answer(r.e.askProject(to.ID, msg))
+		return
+	}
 	if pid == nil {
 		go answer(core.Reply{Gone: true})
 		return
@@ -389,11 +400,23 @@ func (r registry) SpawnRoom(roomID, projectID string, rec *core.Recovery) {
 	r.e.spawnRoom(roomID, h, projectID, rec)
 }
 
+// SpawnProject and SpawnWallet of a project or workspace the directory
+// created (rec nil) start nothing on a cluster node: its workspace's node
+// starts it from the store at its first request there (placedProject,
+// PlaceWorkspace).
 func (r registry) SpawnProject(projectID string, created *core.Project, rec *core.Recovery) {
+	if rec == nil && r.e.env.Clustered {
+		return
+	}
 	r.e.spawnProject(projectID, created, rec)
 }
 
-func (r registry) SpawnWallet(accountID string, rec *core.Recovery) { r.e.spawnWallet(accountID, rec) }
+func (r registry) SpawnWallet(accountID string, rec *core.Recovery) {
+	if rec == nil && r.e.env.Clustered {
+		return
+	}
+	r.e.spawnWallet(accountID, rec)
+}
 
 func (r registry) RoomStopped(roomID string) { r.e.rooms.Delete(roomID) }
 
@@ -418,7 +441,7 @@ func (e *Engine) pidOf(to core.Address) *actor.PID {
 			return h.pid
 		}
 	case core.KindDirectory:
-		return e.directory
+		return e.directory.Load()
 	}
 	return nil
 }
@@ -440,8 +463,8 @@ func (e *Engine) sweepLoop() {
 				e.system.Root.Send(v.(*walletHandle).pid, core.Sweep{})
 				return true
 			})
-			if e.directory != nil { // a cluster node runs none yet
-				e.system.Root.Send(e.directory, core.Sweep{})
+			if pid := e.directory.Load(); pid != nil { // a cluster node may run none
+				e.system.Root.Send(pid, core.Sweep{})
 			}
 			if now := e.env.Clock.Now(); now.Sub(lastIdempotencySweep) >= idempotencySweepInterval {
 				lastIdempotencySweep = now
@@ -482,10 +505,6 @@ type Result struct {
 // ask sends msg to pid in an envelope and waits for its answer, at most
 // askTimeout.
 func (e *Engine) ask(pid *actor.PID, msg any) core.Reply {
-	if pid == nil {
-		// The directory of a cluster node: not run there yet.
-		return core.Reply{Err: errNoDirectoryInCluster}
-	}
 	env, answer := core.NewEnvelope(msg)
 	e.system.Root.Send(pid, env)
 	t := time.NewTimer(askTimeout)
@@ -568,8 +587,18 @@ func (e *Engine) Region() string {
 	return e.env.Settings.Region
 }
 
+// askDirectory is ask of the directory: a cluster node that does not run
+// it answers that it moved.
+func (e *Engine) askDirectory(msg any) core.Reply {
+	pid := e.directory.Load()
+	if pid == nil {
+		return core.Reply{Err: errDirectoryElsewhere()}
+	}
+	return e.ask(pid, msg)
+}
+
 func (e *Engine) spawnDirectory(rec *core.Recovery) {
-	a := directory.New(e.env, e.sessions, rec)
+	a := directory.New(e.env, e.sessions, e.projectRecord, rec)
 	rec.Add()
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithMailbox(actor.Bounded(mailboxCapacity, depthCounter{&e.directoryMailbox})), actor.WithReceiverMiddleware(crashOnRequest))
@@ -577,5 +606,5 @@ func (e *Engine) spawnDirectory(rec *core.Recovery) {
 	if err != nil {
 		panic(fmt.Sprintf("actors: spawning the directory: %v", err))
 	}
-	e.directory = pid
+	e.directory.Store(pid)
 }

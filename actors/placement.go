@@ -22,21 +22,43 @@ import (
 // their Genesis batch; a store written before gets them once, at Start,
 // from the recovered projects.
 
-// projectAccountIndexBatch bounds the projects indexed per batch when the
-// indexes are built.
-const projectAccountIndexBatch = 512
+// projectIndexBatch bounds the projects indexed per batch when an index
+// is built.
+const projectIndexBatch = 512
 
 // projectAccountIndexBuilt marks a store whose p/ entries all name their
-// workspace and whose wp/ entries list every project.
-var projectAccountIndexBuilt = persistence.Key(persistence.PrefixMeta, "project-workspace-index")
+// workspace and whose wp/ entries list every project;
+// projectRecordIndexBuilt one where every project has its pr/ record.
+var (
+	projectAccountIndexBuilt = persistence.Key(persistence.PrefixMeta, "project-workspace-index")
+	projectRecordIndexBuilt  = persistence.Key(persistence.PrefixMeta, "project-record-index")
+)
 
-// ensureProjectAccountIndex writes, for every recovered project, its p/
-// entry naming its workspace and its wp/ entry, in batches of
-// projectAccountIndexBatch projects or fewer on a store that takes fewer
-// writes in a batch (two a project, one kept for the mark).
-func (e *Engine) ensureProjectAccountIndex() error {
+// ensureProjectIndexes writes, for every recovered project, the entries a
+// cluster reads of it on any node (p/ naming its workspace, wp/ listing it
+// in its workspace, pr/ its record), once per store: each index is marked
+// built by its own key.
+func (e *Engine) ensureProjectIndexes() error {
+	err := e.ensureProjectIndex(projectAccountIndexBuilt, 2, func(b *persistence.Batch, rec *core.Project) {
+		b.Set(persistence.Key(persistence.PrefixProject, rec.ID), []byte(rec.AccountID))
+		b.Set(project.WorkspaceKey(rec.AccountID, rec.ID), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("project-workspace index: %w", err)
+	}
+	if err := e.ensureProjectIndex(projectRecordIndexBuilt, 1, project.WriteRecord); err != nil {
+		return fmt.Errorf("project-record index: %w", err)
+	}
+	return nil
+}
+
+// ensureProjectIndex writes, unless mark is set, write's entries for
+// every recovered project (writesPerProject of them), in batches of
+// projectIndexBatch projects or fewer on a store that takes fewer writes
+// in a batch (one kept for the mark), then sets mark.
+func (e *Engine) ensureProjectIndex(mark []byte, writesPerProject int, write func(*persistence.Batch, *core.Project)) error {
 	store := e.env.Store
-	if _, err := store.Get(projectAccountIndexBuilt); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := store.Get(mark); !errors.Is(err, persistence.ErrNotFound) {
 		return err // built (nil), or the store failed
 	}
 	var projectIDs []string
@@ -47,9 +69,9 @@ func (e *Engine) ensureProjectAccountIndex() error {
 	if err != nil {
 		return err
 	}
-	perBatch := projectAccountIndexBatch
+	perBatch := projectIndexBatch
 	if m := store.MaxBatchWrites(); m > 0 {
-		perBatch = max(1, min(perBatch, (m-1)/2))
+		perBatch = max(1, min(perBatch, (m-1)/writesPerProject))
 	}
 	b := store.NewBatch()
 	n := 0
@@ -62,8 +84,7 @@ func (e *Engine) ensureProjectAccountIndex() error {
 		if rec == nil || rec.AccountID == "" {
 			continue
 		}
-		b.Set(persistence.Key(persistence.PrefixProject, id), []byte(rec.AccountID))
-		b.Set(project.WorkspaceKey(rec.AccountID, id), nil)
+		write(b, rec)
 		if n++; n%perBatch == 0 {
 			if err := store.CommitAndWait(b); err != nil {
 				return err
@@ -71,12 +92,12 @@ func (e *Engine) ensureProjectAccountIndex() error {
 			b = store.NewBatch()
 		}
 	}
-	b.Set(projectAccountIndexBuilt, nil)
+	b.Set(mark, nil)
 	if err := store.CommitAndWait(b); err != nil {
 		return err
 	}
 	if n > 0 {
-		slog.Info("indexed the workspace of every project", "projects", n)
+		slog.Info("indexed every project", "index", string(mark), "projects", n)
 	}
 	return nil
 }
@@ -107,7 +128,7 @@ func (e *Engine) AccountOfProject(projectID string) (accountID string, ok bool, 
 // every node reads them to place requests: a store written before them is
 // started once without a cluster first.
 func (e *Engine) StartClustered() error {
-	for _, mark := range [][]byte{keyHashIndexBuilt, projectAccountIndexBuilt} {
+	for _, mark := range [][]byte{keyHashIndexBuilt, projectAccountIndexBuilt, projectRecordIndexBuilt} {
 		if _, err := e.env.Store.Get(mark); errors.Is(err, persistence.ErrNotFound) {
 			return fmt.Errorf("actors: the store's index %s is not built: start it once without a cluster to build it", mark)
 		} else if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"rtcd/actors/core"
 	"rtcd/actors/project"
+	"rtcd/apierr"
 	"rtcd/auth"
 	"rtcd/clock"
 	"rtcd/persistence"
@@ -44,6 +45,8 @@ func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 		b.Set(persistence.Key(persistence.PrefixProject, boot.ProjectID), nil)
 		b.Delete(project.WorkspaceKey(boot.AccountID, boot.ProjectID))
 		b.Delete(projectAccountIndexBuilt)
+		b.Delete(project.RecordKey(boot.ProjectID))
+		b.Delete(projectRecordIndexBuilt)
 		if err := s.CommitAndWait(b); err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +57,13 @@ func TestProjectEntriesNamedForAnOlderStore(t *testing.T) {
 	if _, err := store.Get(project.WorkspaceKey(accountID, caller.ProjectID)); err != nil {
 		t.Fatalf("the workspace does not list its project after Start: %v", err)
 	}
-	if _, err := store.Get(projectAccountIndexBuilt); err != nil {
-		t.Fatalf("the index is not marked built: %v", err)
+	if _, err := store.Get(project.RecordKey(caller.ProjectID)); err != nil {
+		t.Fatalf("the project has no record after Start: %v", err)
+	}
+	for _, mark := range [][]byte{projectAccountIndexBuilt, projectRecordIndexBuilt} {
+		if _, err := store.Get(mark); err != nil {
+			t.Fatalf("the index %s is not marked built: %v", mark, err)
+		}
 	}
 }
 
@@ -203,4 +211,53 @@ func (m *releasingMedia) releasedRooms() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.released...)
+}
+
+// On a cluster node the directory runs from PlaceDirectory to
+// ReleaseDirectory: its sessions authenticate only meanwhile (a node it
+// left answers 503, to be retried on its new node), and placed again it
+// recovers them from the store. It reads projects whose workspace is not
+// placed here from their pr/ records.
+func TestDirectoryPlacedReleasedAndPlacedAgain(t *testing.T) {
+	env := &dirEnv{t: t, dir: t.TempDir(), mail: newCaptureSender(), clustered: true,
+		clk: clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))}
+	var err error
+	if env.keys, err = auth.DeriveKeys(make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	// A store of the first node: bootstrapped and started once alone.
+	env.clustered = false
+	env.open()
+	env.close()
+	env.clustered = true
+	env.open()
+	t.Cleanup(env.close)
+	e := env.e
+
+	owner := env.signIn(env.boot.OwnerEmail)
+	u := env.mustAuth(owner.Token)
+	if _, ok := e.project(env.boot.ProjectID); ok {
+		t.Fatal("the workspace's project runs on a node that placed only the directory")
+	}
+	me := env.me(u)
+	if len(me.Accounts) != 1 || len(me.Accounts[0].Projects) != 1 || me.Accounts[0].Projects[0].ID != env.boot.ProjectID ||
+		me.Accounts[0].Projects[0].Status != core.ProjectActive {
+		t.Fatalf("GET /v1/me without the workspace placed here: %+v", me.Accounts)
+	}
+
+	e.ReleaseDirectory()
+	if _, aerr := e.AuthenticateSession(owner.Token); aerr == nil || aerr.Code != apierr.ServiceUnavailable || aerr.RetryAfterSeconds != 1 {
+		t.Fatalf("a session on a node the directory left: %v, want 503 with Retry-After", aerr)
+	}
+	if _, aerr := e.Me(u); aerr == nil || aerr.Code != apierr.ServiceUnavailable {
+		t.Fatalf("GET /v1/me on a node the directory left: %v, want 503", aerr)
+	}
+	if err := e.PlaceDirectory(); err != nil {
+		t.Fatal(err)
+	}
+	env.mustAuth(owner.Token)
+	if err := e.PlaceDirectory(); err != nil { // placed already: nothing to do
+		t.Fatal(err)
+	}
+	env.mustAuth(owner.Token)
 }

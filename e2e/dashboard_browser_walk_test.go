@@ -39,6 +39,12 @@ const walkProjectName = "Walkthrough"
 func TestDashboardBrowserWalk(t *testing.T) {
 	rcv := newWHReceiver(t)
 	e := start(t, rcv.flags()...)
+	walkThrough(t, e, rcv)
+}
+
+// walkThrough walks the dashboard served by e, whose webhooks may reach
+// rcv, in a new browser.
+func walkThrough(t *testing.T, e *env, rcv *whReceiver) {
 	rcv.setNow(e.clock.Now)
 	b := browsertest.Start(t, browsertest.Options{})
 	w := &walk{t: t, e: e, b: b, p: b.NewPage(t, "owner"), rcv: rcv}

@@ -78,19 +78,23 @@ func decodePart(t *testing.T, contentType, encoding string, r io.Reader) string 
 // header and text.
 func (e *env) nextMail(to string) (*mail.Message, string) {
 	e.t.Helper()
-	dir := filepath.Join(e.dataDir, "outbox")
+	dirs := e.outboxes
+	if dirs == nil {
+		dirs = []string{filepath.Join(e.dataDir, "outbox")}
+	}
 	var found string
-	e.eventually("a mail to "+to+" in "+dir, func() bool {
-		entries, _ := os.ReadDir(dir)
-		names := make([]string, 0, len(entries))
-		for _, de := range entries {
-			if strings.HasSuffix(de.Name(), ".eml") && !strings.HasPrefix(de.Name(), ".") {
-				names = append(names, de.Name())
+	e.eventually("a mail to "+to+" in "+strings.Join(dirs, ", "), func() bool {
+		var paths []string
+		for _, dir := range dirs {
+			entries, _ := os.ReadDir(dir)
+			for _, de := range entries {
+				if strings.HasSuffix(de.Name(), ".eml") && !strings.HasPrefix(de.Name(), ".") {
+					paths = append(paths, filepath.Join(dir, de.Name()))
+				}
 			}
 		}
-		sort.Strings(names) // the outbox names sort by time
-		for _, n := range names {
-			p := filepath.Join(dir, n)
+		sort.Strings(paths) // the outbox names sort by time within a directory
+		for _, p := range paths {
 			if _, seen := readMails.Load(p); seen {
 				continue
 			}

@@ -91,6 +91,11 @@ func checkNodesAgree(t *testing.T, nodes []deployNode) {
 			c.MasterKey != first.MasterKey || c.NATSReplicas != 3 {
 			t.Fatalf("%s differs from %s in what the nodes must share", n.name, nodes[0].name)
 		}
+		// Any node serves any request, so the links a node mails and the
+		// pages it sends payers back to must not name the node.
+		if c.PublicURL == "" || c.PublicURL != first.PublicURL {
+			t.Fatalf("%s has public URL %q, %s %q: every node needs the one public origin", n.name, c.PublicURL, nodes[0].name, first.PublicURL)
+		}
 		if c.ClusterAdvertise == "" || advertised[c.ClusterAdvertise] {
 			t.Fatalf("%s advertises %q: every node needs an address of its own", n.name, c.ClusterAdvertise)
 		}

@@ -33,6 +33,10 @@ type env struct {
 	Boot    bootstrap
 	client  *http.Client
 	stop    func()
+	// outboxes are where the dashboard's mails to read may be: every
+	// node's of a cluster (the directory's node sends them), else this
+	// server's (nil).
+	outboxes []string
 }
 
 type bootstrap struct {

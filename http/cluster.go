@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
@@ -69,7 +70,7 @@ func (s *Server) clusteredHandler(ctx *fasthttp.RequestCtx) {
 		if ctx.IsHead() {
 			ctx.Response.SkipBody = true
 		}
-		if rerr := ctx.Response.Read(bufio.NewReader(bytes.NewReader(raw))); rerr != nil {
+		if rerr := ReadRawResponse(raw, &ctx.Response); rerr != nil {
 			s.failUnplaced(ctx, rerr)
 		}
 	}
@@ -97,14 +98,78 @@ func (s *Server) placementOf(ctx *fasthttp.RequestCtx) (key string, ok bool, err
 		}
 		return s.engine.WorkspaceOfPayment(events[0].PaymentID)
 	}
+	if s.directoryRoutes.match(ctx.Path()) {
+		return actors.DirectoryKey, true, nil
+	}
 	token, ok := bearerToken(ctx)
 	if !ok {
 		return "", false, nil
 	}
 	if isSessionToken(token) {
-		return "", false, nil // dashboard sessions: not placed yet (docs/cluster.md)
+		// A session on a project route runs on the project's node, which
+		// asks the directory's node about the session.
+		projectID := ctx.Request.Header.Peek(projectIDHeader)
+		if len(projectID) == 0 {
+			return "", false, nil
+		}
+		return s.engine.WorkspaceOfProject(string(projectID))
 	}
 	return s.engine.WorkspaceOfAPIKey(string(token))
+}
+
+// routePatterns is a set of route paths in the router's syntax, each
+// "{param}" segment matching any one segment.
+type routePatterns struct {
+	seen     map[string]bool
+	patterns [][]string // split at '/'
+}
+
+func (r *routePatterns) add(route string) {
+	if r.seen == nil {
+		r.seen = make(map[string]bool)
+	}
+	if !r.seen[route] {
+		r.seen[route] = true
+		r.patterns = append(r.patterns, strings.Split(route, "/"))
+	}
+}
+
+// match tells whether path is one of the routes.
+func (r *routePatterns) match(path []byte) bool {
+	for _, p := range r.patterns {
+		if matchSegments(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchSegments(pattern []string, path []byte) bool {
+	for i, seg := range pattern {
+		var part []byte
+		if j := bytes.IndexByte(path, '/'); j >= 0 {
+			part, path = path[:j], path[j+1:]
+		} else {
+			part, path = path, nil
+			if i != len(pattern)-1 {
+				return false
+			}
+		}
+		if strings.HasPrefix(seg, "{") {
+			if len(part) == 0 {
+				return false
+			}
+		} else if string(part) != seg {
+			return false
+		}
+	}
+	return path == nil
+}
+
+// ReadRawResponse reads a raw HTTP response another node answered into
+// res.
+func ReadRawResponse(raw []byte, res *fasthttp.Response) error {
+	return res.Read(bufio.NewReader(bytes.NewReader(raw)))
 }
 
 // forwardable is the request as raw HTTP for its owner, carrying the

@@ -80,6 +80,9 @@ type Server struct {
 	payments Payments
 	// clusterInternal runs the internal requests of other cluster nodes.
 	clusterInternal fasthttp.RequestHandler
+	// directoryRoutes are the routes the directory serves (dashboard
+	// session routes and sign-in), which a cluster places on its node.
+	directoryRoutes routePatterns
 }
 
 // SystemInfo is the body of GET /v1/system/info.
@@ -249,6 +252,10 @@ func drainRefusedBody(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// projectIDHeader names the project a dashboard session acts on, on a
+// project route.
+const projectIDHeader = "X-Project-Id"
+
 // authMode says what credential a route needs.
 type authMode int
 
@@ -276,6 +283,9 @@ func (s *Server) wrap(route string, mode authMode, h func(rc *reqCtx), required 
 		// The first route registered on a path decides (a preflight, added
 		// later, keeps the policy of the route it answers for).
 		s.cors[route] = corsOf(route, mode)
+	}
+	if mode == session || strings.HasPrefix(route, "/v1/auth/") {
+		s.directoryRoutes.add(route)
 	}
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
@@ -425,7 +435,7 @@ func (s *Server) authorize(rc *reqCtx, mode authMode, required []scopes.Scope) b
 	var err *apierr.Error
 	if isSessionToken(token) {
 		// A dashboard session on a project route names its project.
-		projectID := rc.ctx.Request.Header.Peek("X-Project-Id")
+		projectID := rc.ctx.Request.Header.Peek(projectIDHeader)
 		if len(projectID) == 0 {
 			rc.fail(apierr.New(apierr.InvalidRequest, "a dashboard session on a project route needs the X-Project-Id header").
 				WithDetails("header", "X-Project-Id"))

@@ -38,6 +38,7 @@ const (
 	PrefixUndelivered   = "wu/" // wu/<endpointID>/<createdNanos:8><deliveryID> -> status, pending or retrying (not delivered yet, oldest first)
 	PrefixOutbox        = "ob/" // ob/<nanos:8><eventID>                        -> webhook event not yet delivered (oldest first)
 	PrefixAccountAudit  = "wa/" // wa/<accountID>/<inv:8><auditID>         -> workspace audit log entry (team, invitations, projects)
+	PrefixProjectRec    = "pr/" // pr/<projectID>                               -> project as the dashboard shows it (read by the directory on any node)
 )
 
 // JournalKey is the key of event seq in actorID's journal.

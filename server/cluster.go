@@ -1,14 +1,14 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 
 	"github.com/valyala/fasthttp"
+	"rtcd/actors"
 	"rtcd/apierr"
 	"rtcd/cluster"
 	api "rtcd/http"
@@ -19,10 +19,10 @@ import (
 
 // joinCluster makes this server a node of the cluster --cluster-name names
 // (docs/cluster.md): it registers in etcd, serves the requests other
-// nodes forward for the workspaces placed here, places a workspace's
-// actors here at its first request (PlaceWorkspace) and releases them
-// when it moves (ReleaseWorkspace). apiSrv then sends every request to
-// its workspace's node.
+// nodes forward for the workspaces (and the directory) placed here,
+// places a workspace's actors here at its first request (Place) and
+// releases them when it moves (Release). apiSrv then sends every request
+// to its workspace's node, and the engine its calls to other nodes.
 func (st *startup) joinCluster(apiSrv *api.Server) error {
 	cfg := st.cfg
 	secret := st.keys.ClusterSecret()
@@ -32,8 +32,8 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 		Listen: cfg.ClusterListen, Advertise: cfg.ClusterAdvertise,
 		Secret:   hex.EncodeToString(secret[:]),
 		Serve:    func(_ string, request []byte) []byte { return apiSrv.ServeForwarded(request) },
-		OnPlaced: engine.PlaceWorkspace,
-		OnMoved:  engine.ReleaseWorkspace,
+		OnPlaced: engine.Place,
+		OnMoved:  engine.Release,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -41,17 +41,64 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 	st.onFailure(node.Leave)
 	st.s.node = node
 	apiSrv.SetCluster(node)
+	engine.SetPeers(enginePeers{node: node, engine: engine})
 	// What the other nodes send here besides API requests: operator
-	// commands, authorized where the operator sent them.
+	// commands, authorized where the operator sent them, and the engine's
+	// calls.
 	apiSrv.SetClusterInternal(func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) != adjustPath {
+		switch string(ctx.Path()) {
+		case adjustPath:
+			adjustHandler(engine)(ctx)
+		case engineCallPath:
+			ctx.SetBody(engine.ServeCall(string(ctx.QueryArgs().Peek("call")), ctx.PostBody()))
+		default:
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
-			return
 		}
-		adjustHandler(engine)(ctx)
 	})
 	st.m.Cluster.SetMembers(func() int { return len(node.Members()) })
 	return nil
+}
+
+// engineCallPath is the internal route of the engine's calls to another
+// node (actors.Peers).
+const engineCallPath = "/cluster/engine-call"
+
+// enginePeers is actors.Peers over the cluster node: a call runs where its
+// key is placed, in process or as an internal request one hop away.
+type enginePeers struct {
+	node   *cluster.Node
+	engine *actors.Engine
+}
+
+func (p enginePeers) Call(key, name string, body []byte) ([]byte, error) {
+	var answer []byte
+	raw, err := p.node.Route(key, func() { answer = p.engine.ServeCall(name, body) }, func() []byte {
+		return internalRequest(engineCallPath+"?call="+url.QueryEscape(name), body)
+	})
+	if err != nil || raw == nil {
+		return answer, err
+	}
+	var res fasthttp.Response
+	if err := api.ReadRawResponse(raw, &res); err != nil {
+		return nil, err
+	}
+	if res.StatusCode() != fasthttp.StatusOK {
+		return nil, fmt.Errorf("cluster: engine call %s answered %d", name, res.StatusCode())
+	}
+	return append([]byte(nil), res.Body()...), nil
+}
+
+// internalRequest is a raw internal request (api.ClusterInternalHeader)
+// of body to path, for the node that owns its key.
+func internalRequest(path string, body []byte) []byte {
+	var r fasthttp.Request
+	r.Header.SetMethod(fasthttp.MethodPost)
+	r.SetRequestURI(path)
+	r.Header.SetHost("rtcd-cluster") // HTTP/1.1 requires one; nothing reads it
+	r.Header.Set(api.ClusterInternalHeader, "1")
+	r.Header.SetContentType("application/json")
+	r.SetBody(body)
+	return []byte(r.String())
 }
 
 // fencedIsNotFatal is a cluster node's storage failure handler: a batch
@@ -108,20 +155,13 @@ func clusterAdjust(node *cluster.Node, local fasthttp.RequestHandler) fasthttp.R
 			return
 		}
 		raw, err := node.Route(req.AccountID, func() { local(ctx) }, func() []byte {
-			var r fasthttp.Request
-			r.Header.SetMethod(fasthttp.MethodPost)
-			r.SetRequestURI(adjustPath)
-			r.Header.SetHost("rtcd-cluster") // HTTP/1.1 requires one; nothing reads it
-			r.Header.Set(api.ClusterInternalHeader, "1")
-			r.Header.SetContentType("application/json")
-			r.SetBody(ctx.PostBody())
-			return []byte(r.String())
+			return internalRequest(adjustPath, ctx.PostBody())
 		})
 		switch {
 		case err != nil:
 			privateFail(ctx, apierr.New(apierr.ServiceUnavailable, "the workspace's node could not be reached (%v); retry shortly", err))
 		case raw != nil:
-			if rerr := ctx.Response.Read(bufio.NewReader(bytes.NewReader(raw))); rerr != nil {
+			if rerr := api.ReadRawResponse(raw, &ctx.Response); rerr != nil {
 				privateFail(ctx, apierr.New(apierr.ServiceUnavailable, "the workspace's node answered unreadably; retry"))
 			}
 		}

@@ -351,7 +351,7 @@ func (rt *system) recoverAll() error {
 	}
 	dir := &core.Recovery{}
 	dir.Add()
-	rt.directory = rt.spawn(directory.Journal(), core.DirectoryAddress(), directory.New(rt.env, rt.sessions, dir))
+	rt.directory = rt.spawn(directory.Journal(), core.DirectoryAddress(), directory.New(rt.env, rt.sessions, directory.GateRecords(rt.env.Registry), dir))
 	rt.drain()
 	if err := dir.Wait(); err != nil {
 		return fmt.Errorf("directory: %w", err)

@@ -169,20 +169,16 @@ func (a *directoryActor) handle(req *core.Envelope) {
 	}
 }
 
-// projectIn is the gate of projectID when it belongs to w; anything else
-// is the 404.
-func (a *directoryActor) projectIn(w *Workspace, projectID string) (*core.ProjectGate, *apierr.Error) {
+// projectIn is projectID when it belongs to w; anything else is the 404.
+func (a *directoryActor) projectIn(w *Workspace, projectID string) (project.ProjectView, *apierr.Error) {
 	if !ids.Valid(projectID, ids.Project) {
-		return nil, ErrNoProject(projectID)
+		return project.ProjectView{}, ErrNoProject(projectID)
 	}
-	gate, ok := a.env.Registry.ProjectGate(projectID)
-	if !ok {
-		return nil, ErrNoProject(projectID)
+	p, ok := a.projects(projectID)
+	if !ok || p.AccountID != w.ID {
+		return project.ProjectView{}, ErrNoProject(projectID)
 	}
-	if p := gate.Record.Load(); p == nil || p.AccountID != w.ID {
-		return nil, ErrNoProject(projectID)
-	}
-	return gate, nil
+	return p, nil
 }
 
 // createProject creates a project in a workspace (owners and admins): its p/ key and
@@ -225,7 +221,7 @@ func (a *directoryActor) archiveProject(c ArchiveProject, req *core.Envelope) {
 		req.Respond(core.Reply{Err: err})
 		return
 	}
-	gate, err := a.projectIn(w, projectID)
+	p, err := a.projectIn(w, projectID)
 	if err != nil {
 		req.Respond(core.Reply{Err: err})
 		return
@@ -238,13 +234,11 @@ func (a *directoryActor) archiveProject(c ArchiveProject, req *core.Envelope) {
 		req.Respond(core.Reply{Err: apierr.New(apierr.Conflict, "the project is being archived; retry shortly").WithDetails("reason", "archive_in_progress")})
 		return
 	}
-	if p := gate.Record.Load(); p != nil && p.Status == core.ProjectActive {
+	if p.Status == core.ProjectActive {
 		active := 0
 		for _, id := range w.ProjectIDs {
-			if gate, ok := a.env.Registry.ProjectGate(id); ok && !a.archiving[id] {
-				if p := gate.Record.Load(); p != nil && p.Status == core.ProjectActive {
-					active++
-				}
+			if p, ok := a.projects(id); ok && !a.archiving[id] && p.Status == core.ProjectActive {
+				active++
 			}
 		}
 		if active <= 1 {

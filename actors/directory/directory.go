@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"rtcd/actors/core"
+	"rtcd/actors/project"
 	"rtcd/persistence"
 	"rtcd/scopes"
 )
@@ -514,12 +515,35 @@ type directoryActor struct {
 	// they count as archived for the last-project rule meanwhile.
 	archiving map[string]bool
 	lastSweep time.Time
+	projects  ProjectRecords
 }
 
-// New is the directory actor, which publishes sessions. It recovers from
-// its snapshot and journal when it starts and tells rec.
-func New(env *core.Env, sessions *core.Sessions, rec *core.Recovery) actor.Actor {
-	return &directoryActor{env: env, sessions: sessions, recovery: rec}
+// ProjectRecords reads a project as the dashboard shows it, wherever its
+// actor runs (false when there is no such project). The directory reads
+// projects, never waits on their actors.
+type ProjectRecords func(projectID string) (project.ProjectView, bool)
+
+// GateRecords reads projects from the gates their actors publish in this
+// process: the directory's ProjectRecords where every actor runs here.
+func GateRecords(r core.Registry) ProjectRecords {
+	return func(projectID string) (project.ProjectView, bool) {
+		gate, ok := r.ProjectGate(projectID)
+		if !ok {
+			return project.ProjectView{}, false
+		}
+		p := gate.Record.Load()
+		if p == nil {
+			return project.ProjectView{}, false
+		}
+		return project.ViewOf(p), true
+	}
+}
+
+// New is the directory actor, which publishes sessions and reads projects
+// through projects. It recovers from its snapshot and journal when it
+// starts and tells rec.
+func New(env *core.Env, sessions *core.Sessions, projects ProjectRecords, rec *core.Recovery) actor.Actor {
+	return &directoryActor{env: env, sessions: sessions, projects: projects, recovery: rec}
 }
 
 // Receive runs one message on the directory's goroutine.

@@ -94,14 +94,12 @@ func (inv *Invitation) view(now time.Time) InvitationView {
 }
 
 // accountView renders w for a member with role. Project records come from
-// the project actors' published views.
+// a.projects.
 func (a *directoryActor) accountView(w *Workspace, role string) AccountView {
 	v := AccountView{Object: "account", ID: w.ID, Name: w.Name, Role: role, CreatedAt: core.Timestamp(w.CreatedAt), Projects: []project.ProjectView{}}
 	for _, id := range w.ProjectIDs {
-		if gate, ok := a.env.Registry.ProjectGate(id); ok {
-			if p := gate.Record.Load(); p != nil {
-				v.Projects = append(v.Projects, project.ViewOf(p))
-			}
+		if p, ok := a.projects(id); ok {
+			v.Projects = append(v.Projects, p)
 		}
 	}
 	return v

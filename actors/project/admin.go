@@ -40,6 +40,7 @@ func (a *projectActor) renameProject(m Rename, r *core.Envelope) {
 	env.Audit.Account(b, p.AccountID, &m.User, "project.renamed", core.AuditTarget{Type: "project", ID: a.id}, details)
 	a.publish()
 	p = a.state.Project
+	WriteRecord(b, &p)
 	body := core.MustJSON(ViewOf(&p))
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }
@@ -112,6 +113,7 @@ func (a *projectActor) archiveProject(m core.ArchiveProject, r *core.Envelope) {
 	a.publish() // sessions stop reaching the project at once too
 	a.publishEndpoints()
 	p = a.state.Project
+	WriteRecord(b, &p)
 	body := core.MustJSON(ViewOf(&p))
 	env.Store.Commit(b, func() { r.Respond(core.Reply{Status: 200, Body: body}) })
 }

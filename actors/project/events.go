@@ -61,7 +61,8 @@ func newProjectState(p core.Project) *projectState {
 
 // Genesis writes a new project into b: its p/ entry (the directory
 // of projects recovery reads, naming its workspace), its wp/ entry (its
-// workspace's list of projects, which a cluster places together) and its first snapshot (sequence 0), holding
+// workspace's list of projects, which a cluster places together), its
+// pr/ record (RecordKey) and its first snapshot (sequence 0), holding
 // firstKey when there is one (bootstrap's key, with its ki/ and kh/
 // records). Every
 // project starts here: bootstrap's, each new workspace's and each created
@@ -77,6 +78,7 @@ func Genesis(b *persistence.Batch, p core.Project, firstKey *APIKey) *projectSta
 	// where the project is placed without reading its journal.
 	b.Set(persistence.Key(persistence.PrefixProject, p.ID), []byte(p.AccountID))
 	b.Set(WorkspaceKey(p.AccountID, p.ID), nil)
+	WriteRecord(b, &p)
 	persistence.WriteSnapshotAt(b, Journal(p.ID), 0, core.Encode(s))
 	return s
 }
@@ -163,6 +165,19 @@ func Replay(store persistence.Storage, projectID string) ([]byte, error) {
 // Journal names a project's journal, snapshot and actor:
 // project/<project_id>.
 func Journal(projectID string) string { return "project/" + projectID }
+
+// RecordKey is the pr/ entry holding a project's view (ProjectView), as
+// the dashboard shows it, written in the batch of every change to it: in
+// a cluster the directory reads it there, as the project's actor may run
+// on another node.
+func RecordKey(projectID string) []byte {
+	return []byte(persistence.PrefixProjectRec + projectID)
+}
+
+// WriteRecord adds p's pr/ entry to b.
+func WriteRecord(b *persistence.Batch, p *core.Project) {
+	b.Set(RecordKey(p.ID), core.MustJSON(ViewOf(p)))
+}
 
 // WorkspaceKey is the wp/ entry listing projectID among its workspace's
 // projects.
