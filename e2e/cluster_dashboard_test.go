@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestClusterDashboard: the dashboard through three nodes of a cluster
@@ -240,4 +242,139 @@ func (lb *roundRobin) add(base string) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	lb.proxies = append(lb.proxies, httputil.NewSingleHostReverseProxy(u))
+}
+
+// TestClusterKill9OfTheDirectorysNode: three real rtcd processes; a
+// person signed in creates projects one after another through every
+// node, and the node that runs the directory is killed with SIGKILL. A
+// survivor serves the dashboard again within 10 s; the session it had is
+// live there, a session logged out before the kill stays refused, and
+// every project whose creation was acknowledged is in the workspace.
+func TestClusterKill9OfTheDirectorysNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three rtcd processes, three NATS servers, etcd and Redis")
+	}
+	boot, nodes := binCluster(t, 3)
+	var outboxes []string
+	for _, p := range nodes {
+		outboxes = append(outboxes, filepath.Join(p.dataDir, "outbox"))
+	}
+	mail := &env{t: t, outboxes: outboxes}
+	client := binClient(true)
+	call := func(p *binProc, method, path, session string, body any) binResult {
+		t.Helper()
+		r, err := binCall(client, method, p.Base+path, session, body)
+		if err != nil {
+			t.Fatalf("%s %s through %s: %v", method, path, p.Base, err)
+		}
+		return r
+	}
+	signIn := func(through *binProc) string {
+		t.Helper()
+		if r := call(through, "POST", "/v1/auth/email/start", "", map[string]any{"email": boot.OwnerEmail}); r.status != 202 {
+			t.Fatalf("sign-in start: %d %s", r.status, r.raw)
+		}
+		_, token := mail.mailLink(boot.OwnerEmail, "token")
+		r := call(through, "POST", "/v1/auth/email/verify", "", map[string]any{"token": token})
+		if r.status != 200 {
+			t.Fatalf("sign-in verify: %d %s", r.status, r.raw)
+		}
+		return r.str("token")
+	}
+	session := signIn(nodes[0])
+	loggedOut := signIn(nodes[1])
+	if r := call(nodes[2], "POST", "/v1/auth/logout", loggedOut, nil); r.status != 204 {
+		t.Fatalf("logout: %d %s", r.status, r.raw)
+	}
+	var dirNode int
+	for i, p := range nodes {
+		if entries, _ := os.ReadDir(filepath.Join(p.dataDir, "outbox")); len(entries) > 0 {
+			dirNode = i
+		}
+	}
+
+	// Projects created one after another, round robin over the nodes,
+	// until a few are acknowledged after the kill.
+	var (
+		mu       sync.Mutex
+		acked    []string
+		killed   atomic.Bool
+		afterAck atomic.Int64
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		began := time.Now()
+		// At most 90 of a workspace's 100 projects; until 3 are
+		// acknowledged after the kill.
+		for i := 0; len(acked) < 90 && afterAck.Load() < 3 && time.Since(began) < time.Minute; i++ {
+			p := nodes[i%3]
+			if i%3 == dirNode && killed.Load() {
+				continue
+			}
+			r, err := binCall(client, "POST", p.Base+"/v1/accounts/"+boot.AccountID+"/projects", session, map[string]any{"name": fmt.Sprintf("p-%d", i)})
+			if err == nil && r.status == 201 {
+				mu.Lock()
+				acked = append(acked, r.str("id"))
+				mu.Unlock()
+				if killed.Load() {
+					afterAck.Add(1)
+				}
+			} else if err == nil && r.status != 503 {
+				t.Errorf("create a project through %s: %d %s", p.Base, r.status, r.raw)
+				return
+			}
+			if killed.Load() && r.status == 503 {
+				time.Sleep(50 * time.Millisecond) // the directory moving, in other processes
+			}
+		}
+	}()
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 10 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	killed.Store(true)
+	at := time.Now()
+	nodes[dirNode].kill()
+	survivor := nodes[(dirNode+1)%3]
+	for {
+		if r, err := binCall(client, "GET", survivor.Base+"/v1/me", session, nil); err == nil && r.status == 200 {
+			break
+		}
+		if time.Since(at) > failoverBoundSeconds*time.Second {
+			t.Fatalf("the dashboard did not serve again within %d s", failoverBoundSeconds)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("directory's node (node %d) killed; the dashboard served again through node %d after %v", dirNode, (dirNode+1)%3, time.Since(at).Round(time.Millisecond))
+	<-done
+
+	for i, p := range nodes {
+		if i == dirNode {
+			continue
+		}
+		if r := call(p, "GET", "/v1/me", loggedOut, nil); r.status != 401 {
+			t.Fatalf("the session logged out before the kill through node %d: %d %s", i, r.status, r.raw)
+		}
+		me := call(p, "GET", "/v1/me", session, nil)
+		listed := map[string]bool{}
+		for _, acc := range me.json["accounts"].([]any) {
+			for _, pr := range acc.(map[string]any)["projects"].([]any) {
+				listed[pr.(map[string]any)["id"].(string)] = true
+			}
+		}
+		mu.Lock()
+		for _, id := range acked {
+			if !listed[id] {
+				t.Fatalf("the project %s, acknowledged, is not in the workspace after the kill (through node %d)", id, i)
+			}
+		}
+		mu.Unlock()
+	}
+	t.Logf("%d projects acknowledged, %d of them after the kill", len(acked), afterAck.Load())
 }
