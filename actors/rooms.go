@@ -257,12 +257,15 @@ func (e *Engine) AppendConnect(dst []byte, p *ConnectParams, sourceIP string) ([
 		SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
 		Role: s.Role, IssuedAt: s.IssuedAt, ExpiresAt: s.ExpiresAt,
 	})
-	return room.AppendConnectBody(dst, s, e.endpointJSON(), mediaToken), nil
+	return room.AppendConnectBody(dst, s, e.endpointJSON(claims.RoomID), mediaToken), nil
 }
 
 // endpointJSON is the connect session's endpoint (the media URL), encoded
-// once.
-func (e *Engine) endpointJSON() []byte {
+// once: the room's registered media node's, else the configured one.
+func (e *Engine) endpointJSON(roomID string) []byte {
+	if n := e.env.Media.NodeOf(roomID); n != nil {
+		return n.EndpointJSON
+	}
 	url := e.env.Settings.MediaURL
 	if enc := e.connectEndpoint.Load(); enc != nil && enc.url == url {
 		return enc.json
@@ -298,9 +301,29 @@ func (e *Engine) connectToStoppedRoom(projectID, roomID string) (Result, *apierr
 // without asking a media engine).
 func (e *Engine) SetMedia(m core.MediaEngine) { e.env.Media.SetEngine(m) }
 
+// MediaNode is a media node registered with a cluster, as SetMediaNodes
+// takes it.
+type MediaNode struct {
+	ID, URL string
+	Engine  core.MediaEngine
+}
+
+// SetMediaNodes replaces the media nodes registered with the cluster: each
+// room is then served by one of them (core.MediaLink.NodeOf), its connects
+// answered with that node's URL and its commands sent to it; none: the
+// engine of SetMedia serves every room.
+func (e *Engine) SetMediaNodes(nodes []MediaNode) {
+	set := make([]*core.MediaNode, 0, len(nodes))
+	for _, n := range nodes {
+		set = append(set, &core.MediaNode{ID: n.ID, URL: n.URL, EndpointJSON: room.EncodeEndpoint(n.URL), Engine: n.Engine})
+	}
+	e.env.Media.SetNodes(set, e.env.Clock.Now(), e.env.Clock.Monotonic())
+}
+
 // MediaJoined routes a join report to its room. A room with no live actor
 // (ended and passivated, or unknown) admits nobody: the session is closed.
 func (e *Engine) MediaJoined(r room.MediaJoin) {
+	e.env.Media.NoteRoom(r.RoomID, r.NodeID) // a registered node's: the room's call is there
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
 		e.system.Root.Send(h.pid, room.MediaJoined{Report: r})
 		return
@@ -317,8 +340,10 @@ func (e *Engine) MediaLeft(r room.MediaLeave) {
 	}
 }
 
-// MediaPresence hands a node's snapshot to every live room (a room absent
-// from it has nobody on the node). One reference node serves all rooms.
+// MediaPresence hands a node's snapshot to every live room the node
+// serves (a room absent from it has nobody on the node): every room, when
+// one node serves them all; a registered node's rooms, when a cluster's
+// media nodes registered.
 func (e *Engine) MediaPresence(p room.MediaPresence) {
 	byRoom := make(map[string]map[string]room.MediaJoin)
 	for _, s := range p.Sessions {
@@ -331,8 +356,23 @@ func (e *Engine) MediaPresence(p room.MediaPresence) {
 	for _, s := range p.Pending {
 		pending[s.RoomID] = append(pending[s.RoomID], s)
 	}
-	e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
+	held := make(map[string]bool, len(byRoom)+len(pending))
+	for id := range byRoom {
+		held[id] = true
+	}
+	for id := range pending {
+		held[id] = true
+	}
+	node := e.env.Media.Node(p.NodeID)
+	if node != nil {
+		e.env.Media.PresenceOf(p.NodeID, p.At, e.env.Clock.Monotonic(), held)
+	} else {
+		e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
+	}
 	e.rooms.Range(func(id, v any) bool {
+		if e.env.Media.NodeOf(id.(string)) != node {
+			return true // another node serves it
+		}
 		e.system.Root.Send(v.(*roomHandle).pid, room.Presence{At: p.At, Sessions: byRoom[id.(string)], Pending: pending[id.(string)]})
 		return true
 	})

@@ -256,10 +256,10 @@ func (c *Config) RetrySchedule() ([]int, error) {
 	return out, nil
 }
 
-// checkMediaURL: the spec makes the media endpoint a secure WebSocket
-// address. Plain ws:// is accepted only for a loopback host (the embedded
+// CheckMediaURL checks a media endpoint: the spec makes it a secure
+// WebSocket address. Plain ws:// is accepted only for a loopback host (the embedded
 // default and local testing), where there is no network to protect.
-func checkMediaURL(raw string) error {
+func CheckMediaURL(raw string) error {
 	if raw == "" {
 		return nil
 	}
@@ -333,7 +333,7 @@ func (c *Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
-	if err := checkMediaURL(c.MediaURL); err != nil {
+	if err := CheckMediaURL(c.MediaURL); err != nil {
 		return err
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,6 +57,16 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 		}
 	})
 	st.m.Cluster.SetMembers(func() int { return len(node.Members()) })
+	cm, err := st.watchClusterMedia()
+	if err != nil {
+		return err
+	}
+	st.onFailure(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteMediaFlushOnFailure)
+		defer cancel()
+		cm.stop(ctx)
+	})
+	st.s.clusterMedia = cm
 	return nil
 }
 

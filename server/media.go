@@ -34,7 +34,7 @@ type engineReporter struct{ e *actors.Engine }
 
 func (r engineReporter) Joined(j media.JoinReport) {
 	r.e.MediaJoined(actors.MediaJoin{SessionID: j.SessionID, ProjectID: j.ProjectID, RoomID: j.RoomID, ParticipantID: j.ParticipantID,
-		IssuedAt: j.IssuedAt, At: j.At})
+		IssuedAt: j.IssuedAt, At: j.At, NodeID: j.NodeID})
 }
 
 func (r engineReporter) Left(l media.LeaveReport) {

@@ -69,20 +69,21 @@ type Options struct {
 
 // Server is a running rtcd.
 type Server struct {
-	cfg         *config.Config
-	lock        *datadir.Lock // this process's claim on the data directory
-	backups     *backups      // online backups, through the private listener
-	store       persistence.Storage
-	engine      *actors.Engine
-	limiter     ratelimit.Store // the request-rate counters (--rate-limit-store)
-	api         *fasthttp.Server
-	metricsSrv  *fasthttp.Server
-	media       *embeddedMedia    // nil when --media-listen is empty
-	remoteMedia *media.HTTPEngine // a node run on its own (--media-control-url)
-	node        *cluster.Node     // this node's membership (--cluster-name); nil on a single node
-	apiLn       net.Listener
-	metricsLn   net.Listener
-	serveErrors chan error
+	cfg          *config.Config
+	lock         *datadir.Lock // this process's claim on the data directory
+	backups      *backups      // online backups, through the private listener
+	store        persistence.Storage
+	engine       *actors.Engine
+	limiter      ratelimit.Store // the request-rate counters (--rate-limit-store)
+	api          *fasthttp.Server
+	metricsSrv   *fasthttp.Server
+	media        *embeddedMedia    // nil when --media-listen is empty
+	remoteMedia  *media.HTTPEngine // a node run on its own (--media-control-url)
+	node         *cluster.Node     // this node's membership (--cluster-name); nil on a single node
+	clusterMedia *clusterMedia     // the media nodes registered with the cluster; nil on a single node
+	apiLn        net.Listener
+	metricsLn    net.Listener
+	serveErrors  chan error
 }
 
 // Start claims the data directory, binds every listener, then opens the
@@ -525,6 +526,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.api.ShutdownWithContext(ctx)
 	if s.media != nil {
 		s.media.stop() // leaves reported while the engine still runs
+	}
+	if s.clusterMedia != nil {
+		s.clusterMedia.stop(ctx) // flush queued commands
 	}
 	if s.remoteMedia != nil {
 		_ = s.remoteMedia.Close(ctx) // flush queued commands

@@ -342,10 +342,18 @@ type MediaLink struct {
 	// and the wall clock set forward must not look like a silent node and
 	// end everyone's session.
 	lastPresenceSeen atomic.Int64
+	// nodes are the media nodes registered with a cluster (medianodes.go);
+	// roomNodes is, per room, the registered node holding its sessions.
+	nodes     atomic.Pointer[mediaNodeSet]
+	roomNodes sync.Map // room id -> node id
 }
 
-// Engine is the media engine, nil for none.
+// Engine is the media engine, nil for none: while media nodes are
+// registered, one that sends each command to its room's node.
 func (m *MediaLink) Engine() MediaEngine {
+	if set := m.nodes.Load(); set != nil && len(set.list) > 0 {
+		return routedEngine{m}
+	}
 	if p := m.engine.Load(); p != nil {
 		return *p
 	}

@@ -424,10 +424,11 @@ func (a *roomActor) finishEnding() {
 // (reconcile), and a settlement past it would have charged more than their
 // final length, which the final charge never gives back.
 func (a *roomActor) settleUntil(now time.Time) time.Time {
-	if !a.env.Settings.MediaNodeRunsOnItsOwn {
+	last, _, registered := a.env.Media.LastPresenceOf(a.id)
+	if !registered && !a.env.Settings.MediaNodeRunsOnItsOwn {
 		return now
 	}
-	if last := a.env.Media.LastPresenceAt(); last.Before(now) {
+	if last.Before(now) {
 		return last
 	}
 	return now
@@ -452,8 +453,10 @@ func (a *roomActor) sweep() (stop bool) {
 		// A media node on its own that stopped reporting (crashed) has
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
-		if a.env.Settings.MediaNodeRunsOnItsOwn && a.env.Clock.Monotonic()-a.env.Media.LastPresenceSeen() > MediaPresenceTimeout {
-			a.reconcile(Presence{At: a.env.Media.LastPresenceAt()})
+		// A registered node of a cluster runs on its own too.
+		last, seen, registered := a.env.Media.LastPresenceOf(a.id)
+		if (registered || a.env.Settings.MediaNodeRunsOnItsOwn) && a.env.Clock.Monotonic()-seen > MediaPresenceTimeout {
+			a.reconcile(Presence{At: last})
 		}
 	}
 	r := &a.state.Room

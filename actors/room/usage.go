@@ -30,6 +30,7 @@ const (
 type MediaJoin struct {
 	SessionID, ProjectID, RoomID, ParticipantID string
 	IssuedAt, At                                time.Time
+	NodeID                                      string // the reporting node (a join report's)
 }
 
 // MediaLeave is a media node's report that a participant left.

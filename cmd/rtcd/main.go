@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/goccy/go-json"
 	"rtcd/auth"
 	"rtcd/clock"
+	"rtcd/cluster"
 	"rtcd/config"
 	"rtcd/datadir"
 	"rtcd/media"
@@ -75,7 +77,9 @@ func usage() {
                               one project and an API key holding every scope
   rtcd serve [flags]          serve the API; rtcd serve -h lists every flag and its RTCD_ variable
   rtcd media [--listen ADDR] [--control-url URL] [--media-key HEX | --data-dir DIR] [--metrics-listen ADDR]
-                              run the reference media node on its own, reporting to a control plane
+             [--cluster-name NAME --cluster-etcd HOST:PORT[,...] [--media-url URL] [--control-advertise URL]]
+                              run the reference media node on its own, reporting to a control plane;
+                              with --cluster-name, registered with a cluster's nodes, which choose it for rooms
   rtcd media-key --data-dir DIR
                               print the media key a separately run node needs (hex; keep it secret)
   rtcd billing adjust --account ID --amount -5.00 --reason TEXT [--data-dir DIR] [--metrics-listen ADDR]
@@ -247,8 +251,15 @@ func runMedia(args []string) error {
 	udpPort := fs.Int("media-udp-port", envInt("RTCD_MEDIA_UDP_PORT", 0, &envErr), "the one UDP port every WebRTC peer uses; 0: the --listen port number (on UDP)")
 	tcpPort := fs.Int("media-tcp-port", envInt("RTCD_MEDIA_TCP_PORT", 0, &envErr), "ICE over TCP port; 0: the --listen port + 1; -1: off")
 	turnPort := fs.Int("media-turn-port", envInt("RTCD_MEDIA_TURN_PORT", 0, &envErr), "embedded TURN server port (UDP and TCP), for clients that reach neither the UDP port nor ICE over TCP; 0: off")
+	clusterName := fs.String("cluster-name", os.Getenv("RTCD_CLUSTER_NAME"), "register with this cluster of rtcd nodes (their --cluster-name), which then choose this node for rooms; empty: serve the one control plane of --control-url")
+	clusterEtcd := fs.String("cluster-etcd", os.Getenv("RTCD_CLUSTER_ETCD"), "the cluster's etcd endpoints (comma-separated HOST:PORT), with --cluster-name")
+	mediaURL := fs.String("media-url", os.Getenv("RTCD_MEDIA_URL"), "with --cluster-name: the endpoint clients reach this node at (wss://, ws:// on loopback); empty: ws://<--listen>/rtc")
+	controlAdvertise := fs.String("control-advertise", os.Getenv("RTCD_MEDIA_CONTROL_ADVERTISE"), "with --cluster-name: the http(s) origin the control plane sends this node's commands to; empty: http://<--listen>")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if (*clusterName == "") != (*clusterEtcd == "") {
+		return errors.New("rtcd media: --cluster-name and --cluster-etcd go together")
 	}
 	if envErr != nil {
 		return envErr
@@ -310,6 +321,28 @@ func runMedia(args []string) error {
 	if metricsLn != nil {
 		metricsAddr = metricsLn.Addr().String()
 		metricsSrv = serveNodeMetrics(metricsLn, counts, cancelServe)
+	}
+	if *clusterName != "" {
+		member := cluster.MediaMember{ID: *nodeID, MediaURL: *mediaURL, ControlURL: strings.TrimRight(*controlAdvertise, "/")}
+		if member.MediaURL == "" {
+			member.MediaURL = "ws://" + ln.Addr().String() + media.RTCPath
+		}
+		if member.ControlURL == "" {
+			member.ControlURL = "http://" + ln.Addr().String()
+		}
+		if err := config.CheckMediaURL(member.MediaURL); err != nil {
+			return err
+		}
+		reg, err := cluster.RegisterMedia(*clusterName, strings.Split(*clusterEtcd, ","), member)
+		if err != nil {
+			return err
+		}
+		// Out of the cluster first, so no room chooses it while it drains.
+		go func() {
+			<-ctx.Done()
+			reg.Close()
+		}()
+		slog.Info("rtcd media node registered with the cluster", "cluster", *clusterName, "media_url", member.MediaURL, "control_url", member.ControlURL)
 	}
 	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID,
 		"webrtc_udp", webrtc.UDP.LocalAddr().String(), "ice_tcp", tcpAddr, "metrics", metricsAddr)

@@ -1,0 +1,165 @@
+package core
+
+import (
+	"hash/fnv"
+	"sync/atomic"
+	"time"
+)
+
+// Media nodes run on their own that registered with a cluster
+// (docs/cluster.md): each room is served by one of them, the one that
+// holds its call (learned from the nodes' reports), else its rendezvous
+// choice among the nodes registered now, so that a call is never split
+// between two nodes while it lasts and rooms spread over the nodes. With
+// none registered, the one MediaEngine of the MediaLink serves every room,
+// as on a single node.
+
+// MediaNode is a registered media node.
+type MediaNode struct {
+	ID           string
+	URL          string      // where clients reach it (the connect answer's endpoint)
+	EndpointJSON []byte      // URL as the connect answer encodes it
+	Engine       MediaEngine // its commands
+	presenceAt   atomic.Int64
+	presenceSeen atomic.Int64 // the engine clock's Monotonic reading (see MediaLink.lastPresenceSeen)
+}
+
+type mediaNodeSet struct {
+	list []*MediaNode
+	byID map[string]*MediaNode
+}
+
+// SetNodes replaces the registered media nodes. A node already known keeps
+// its last presence; a new one counts its silence from seen (its presence
+// At: at), as the engine's start does for the one node.
+func (m *MediaLink) SetNodes(nodes []*MediaNode, at time.Time, seen time.Duration) {
+	set := &mediaNodeSet{byID: make(map[string]*MediaNode, len(nodes))}
+	old := m.nodes.Load()
+	for _, n := range nodes {
+		if old != nil {
+			if was, ok := old.byID[n.ID]; ok {
+				n.presenceAt.Store(was.presenceAt.Load())
+				n.presenceSeen.Store(was.presenceSeen.Load())
+			} else {
+				n.presence(at, seen)
+			}
+		} else {
+			n.presence(at, seen)
+		}
+		set.list = append(set.list, n)
+		set.byID[n.ID] = n
+	}
+	m.nodes.Store(set)
+}
+
+func (n *MediaNode) presence(at time.Time, seen time.Duration) {
+	n.presenceAt.Store(at.UnixNano())
+	n.presenceSeen.Store(int64(seen))
+}
+
+// Node is the registered node id, nil when there is none of that id.
+func (m *MediaLink) Node(id string) *MediaNode {
+	set := m.nodes.Load()
+	if set == nil {
+		return nil
+	}
+	return set.byID[id]
+}
+
+// NodeOf is the registered node serving roomID, nil when none is
+// registered (the MediaLink's one engine serves it).
+func (m *MediaLink) NodeOf(roomID string) *MediaNode {
+	set := m.nodes.Load()
+	if set == nil || len(set.list) == 0 {
+		return nil
+	}
+	if id, ok := m.roomNodes.Load(roomID); ok {
+		if n, ok := set.byID[id.(string)]; ok {
+			return n
+		}
+	}
+	var best *MediaNode
+	var bestScore uint64
+	for _, n := range set.list {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(roomID))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(n.ID))
+		if s := h.Sum64(); best == nil || s > bestScore {
+			best, bestScore = n, s
+		}
+	}
+	return best
+}
+
+// NoteRoom records that nodeID holds sessions of roomID: the room stays on
+// it while it does.
+func (m *MediaLink) NoteRoom(roomID, nodeID string) {
+	if m.Node(nodeID) != nil {
+		m.roomNodes.Store(roomID, nodeID)
+	}
+}
+
+// PresenceOf notes a registered node's presence report and what it says
+// of the rooms it holds (rooms, the ones with sessions on it); false for
+// a node that is not registered.
+func (m *MediaLink) PresenceOf(nodeID string, at time.Time, seen time.Duration, rooms map[string]bool) bool {
+	n := m.Node(nodeID)
+	if n == nil {
+		return false
+	}
+	n.presence(at, seen)
+	m.roomNodes.Range(func(k, v any) bool {
+		if v.(string) == nodeID && !rooms[k.(string)] {
+			m.roomNodes.CompareAndDelete(k, v)
+		}
+		return true
+	})
+	for id := range rooms {
+		m.roomNodes.Store(id, nodeID)
+	}
+	return true
+}
+
+// LastPresenceOf is the last presence report of the node serving roomID:
+// its time and the Monotonic reading when it arrived; registered is false
+// when the MediaLink's one engine serves the room (LastPresenceAt).
+func (m *MediaLink) LastPresenceOf(roomID string) (at time.Time, seen time.Duration, registered bool) {
+	if n := m.NodeOf(roomID); n != nil {
+		return time.Unix(0, n.presenceAt.Load()).UTC(), time.Duration(n.presenceSeen.Load()), true
+	}
+	return m.LastPresenceAt(), m.LastPresenceSeen(), false
+}
+
+// routedEngine is the MediaLink's engine while nodes are registered: each
+// command goes to the node serving its room.
+type routedEngine struct{ m *MediaLink }
+
+func (r routedEngine) engineOf(roomID string) MediaEngine {
+	if n := r.m.NodeOf(roomID); n != nil && n.Engine != nil {
+		return n.Engine
+	}
+	if p := r.m.engine.Load(); p != nil && *p != nil {
+		return *p
+	}
+	return noMedia{}
+}
+
+func (r routedEngine) CloseRoom(roomID, reason string) { r.engineOf(roomID).CloseRoom(roomID, reason) }
+func (r routedEngine) RemoveParticipant(roomID, participantID string) {
+	r.engineOf(roomID).RemoveParticipant(roomID, participantID)
+}
+func (r routedEngine) AdmitSession(roomID, participantID, sessionID string) {
+	r.engineOf(roomID).AdmitSession(roomID, participantID, sessionID)
+}
+func (r routedEngine) CloseSession(roomID, participantID, sessionID, code string) {
+	r.engineOf(roomID).CloseSession(roomID, participantID, sessionID, code)
+}
+
+// noMedia drops commands: no engine serves the room.
+type noMedia struct{}
+
+func (noMedia) CloseRoom(string, string)                    {}
+func (noMedia) RemoveParticipant(string, string)            {}
+func (noMedia) AdmitSession(string, string, string)         {}
+func (noMedia) CloseSession(string, string, string, string) {}
