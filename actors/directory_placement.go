@@ -37,6 +37,8 @@ type Peers interface {
 	// this process (ServeCall) or on its owner in one hop, and returns the
 	// answer ServeCall gave there.
 	Call(key, name string, body []byte) ([]byte, error)
+	// Fingerprint names the member list this node sees (cluster.Node.View).
+	Fingerprint() uint64
 }
 
 // SetPeers makes the engine a cluster node's, reaching the others through
@@ -216,6 +218,9 @@ func (e *Engine) ServeCall(name string, body []byte) []byte {
 		r := e.serveProjectCall(c)
 		answer = replyAnswer{Status: r.Status, Body: r.Body, Err: r.Err}
 	default:
+		if body, ok := e.serveMediaCall(name, body); ok {
+			return body
+		}
 		answer = replyAnswer{Err: badCall(name, errors.New("no such call"))}
 	}
 	return core.MustJSON(answer)

@@ -320,9 +320,16 @@ func (e *Engine) SetMediaNodes(nodes []MediaNode) {
 	e.env.Media.SetNodes(set, e.env.Clock.Now(), e.env.Clock.Monotonic())
 }
 
-// MediaJoined routes a join report to its room. A room with no live actor
-// (ended and passivated, or unknown) admits nobody: the session is closed.
+// MediaJoined routes a join report to its room (on a cluster, through its
+// workspace's node). A room with no live actor (ended and passivated, or
+// unknown) admits nobody: the session is closed.
 func (e *Engine) MediaJoined(r room.MediaJoin) {
+	if !e.forwardMediaReport(r.ProjectID, r.RoomID, callMediaJoined, r) {
+		e.mediaJoinedHere(r)
+	}
+}
+
+func (e *Engine) mediaJoinedHere(r room.MediaJoin) {
 	e.env.Media.NoteRoom(r.RoomID, r.NodeID) // a registered node's: the room's call is there
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
 		e.system.Root.Send(h.pid, room.MediaJoined{Report: r})
@@ -335,6 +342,12 @@ func (e *Engine) MediaJoined(r room.MediaJoin) {
 
 // MediaLeft routes a leave report to its room.
 func (e *Engine) MediaLeft(r room.MediaLeave) {
+	if !e.forwardMediaReport(r.ProjectID, r.RoomID, callMediaLeft, r) {
+		e.mediaLeftHere(r)
+	}
+}
+
+func (e *Engine) mediaLeftHere(r room.MediaLeave) {
 	if h, ok := e.room(r.RoomID); ok && h.projectID == r.ProjectID {
 		e.system.Root.Send(h.pid, room.MediaLeft{Report: r})
 	}

@@ -57,6 +57,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"rtcd/internal/rendezvous"
 )
 
 // Bounds of the cluster layer.
@@ -91,8 +92,11 @@ const (
 	rejoinInterval = 500 * time.Millisecond
 	// etcdKeyRoot is where members register (then the cluster's name).
 	etcdKeyRoot = "/rtcd/"
-	// forwardPath is the node-to-node listener's one route.
+	// forwardPath is the node-to-node listener's route of requests placed
+	// by their key; sendPath its route of requests to one member
+	// (SendTo), which nothing places.
 	forwardPath = "/cluster/v1/forward"
+	sendPath    = "/cluster/v1/send"
 	// maxConnsPerMember bounds the connections this node keeps to one
 	// other member (fasthttp's pool): one per forwarded request in flight.
 	maxConnsPerMember = 1024
@@ -544,34 +548,18 @@ func (n *Node) setMembers(members []Member, rev int64) {
 	}
 }
 
-// ownerOf is the rendezvous owner of id among members: the member whose
-// hash of (id, member id) is highest.
+// ownerOf is the rendezvous owner of id among members: the member with
+// the highest rendezvous.Score of (id, member id).
 func ownerOf(members []Member, id string) (Member, bool) {
 	var best Member
 	var bestScore uint64
 	found := false
 	for _, m := range members {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(id))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(m.ID))
-		if score := mix64(h.Sum64()); !found || score > bestScore {
+		if score := rendezvous.Score(id, m.ID); !found || score > bestScore {
 			best, bestScore, found = m, score, true
 		}
 	}
 	return best, found
-}
-
-// mix64 is murmur3's 64-bit finaliser: FNV-1a alone spreads rendezvous
-// scores unevenly (with 5 members, owners of 100,000 ids ranged from 17.8k
-// to 22.5k); mixed, each gets its share.
-func mix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
 }
 
 // ID is this node's member id.
@@ -594,6 +582,49 @@ func (n *Node) Members() []Member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]Member(nil), n.members...)
+}
+
+// View is the member list this node sees and its fingerprint: two nodes
+// with one fingerprint see the same members, so place every key alike.
+func (n *Node) View() ([]Member, uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := fnv.New64a()
+	for _, m := range n.members {
+		_, _ = h.Write([]byte(m.ID))
+		_, _ = h.Write([]byte{0})
+	}
+	return append([]Member(nil), n.members...), h.Sum64()
+}
+
+// OwnerIn is the member that owns key among members (a View's).
+func OwnerIn(members []Member, key string) (Member, bool) { return ownerOf(members, key) }
+
+// SendTo runs the raw HTTP request on member m (Config.Serve with no key,
+// placing nothing) and returns its raw HTTP response. For a message to
+// every member, such as what concerns each one's workspaces; a request
+// for a key's owner goes through Route.
+func (n *Node) SendTo(m Member, request []byte) ([]byte, error) {
+	if len(request) > MaxForwardedBytes {
+		return nil, ErrForwardTooLarge
+	}
+	if m.ID == n.self.ID {
+		return n.cfg.Serve("", request), nil
+	}
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + m.Address + sendPath)
+	req.Header.Set(secretHeader, n.cfg.Secret)
+	req.SetBodyRaw(request)
+	if err := n.client.DoTimeout(req, res, ForwardTimeout); err != nil {
+		return nil, fmt.Errorf("cluster: send to %s: %w", m.Address, err)
+	}
+	if res.StatusCode() != fasthttp.StatusOK {
+		return nil, fmt.Errorf("cluster: send to %s: %d: %s", m.Address, res.StatusCode(), res.Body())
+	}
+	return append([]byte(nil), res.Body()...), nil
 }
 
 // Owner is the member that owns projectID in this node's view.
@@ -761,12 +792,21 @@ func (n *Node) ownsLocked(projectID string) error {
 
 // handleForward is the owner's side of Forward: the listener's one route.
 func (n *Node) handleForward(ctx *fasthttp.RequestCtx) {
-	if !ctx.IsPost() || string(ctx.Path()) != forwardPath {
+	path := string(ctx.Path())
+	if !ctx.IsPost() || (path != forwardPath && path != sendPath) {
 		ctx.Error("not found", fasthttp.StatusNotFound)
 		return
 	}
 	if subtle.ConstantTimeCompare(ctx.Request.Header.Peek(secretHeader), []byte(n.cfg.Secret)) != 1 {
 		ctx.Error("not a member of this cluster", fasthttp.StatusForbidden)
+		return
+	}
+	if path == sendPath {
+		if response := n.cfg.Serve("", ctx.PostBody()); len(response) <= MaxForwardedBytes {
+			ctx.SetBody(response)
+		} else {
+			ctx.Error(ErrForwardTooLarge.Error(), fasthttp.StatusRequestEntityTooLarge)
+		}
 		return
 	}
 	projectID := string(ctx.QueryArgs().Peek("project"))

@@ -66,6 +66,13 @@ func (c clusterInfra) clusterFlags() []string {
 // flags of every node.
 func clusterOf(t *testing.T, n int, extra ...string) []*env {
 	t.Helper()
+	_, nodes := clusterWithInfra(t, n, extra...)
+	return nodes
+}
+
+// clusterWithInfra is clusterOf, with what the cluster runs on.
+func clusterWithInfra(t *testing.T, n int, extra ...string) (clusterInfra, []*env) {
+	t.Helper()
 	infra := startClusterInfra(t)
 	flags := append(append(infra.storeFlags("CLUSTER"), infra.clusterFlags()...), extra...)
 	// A cluster node does not bootstrap: `rtcd init` does, once.
@@ -98,7 +105,7 @@ func clusterOf(t *testing.T, n int, extra ...string) []*env {
 		node.outboxes = outboxes // the directory's node sends the mails
 		node.eventually(fmt.Sprintf("every node sees %d members", n), func() bool { return node.srv.ClusterMembers() == n })
 	}
-	return nodes
+	return infra, nodes
 }
 
 // TestClusterOfThreeNodes: three nodes serve one project as if they were

@@ -12,6 +12,7 @@ import (
 type Cluster struct {
 	members       atomic.Pointer[func() int]
 	fencedBatches prometheus.Counter
+	mediaNodes    prometheus.Gauge
 }
 
 func newCluster(r *prometheus.Registry) *Cluster {
@@ -28,9 +29,17 @@ func newCluster(r *prometheus.Registry) *Cluster {
 		}
 		return 0
 	})
-	r.MustRegister(c.fencedBatches, members)
+	mediaNodes := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rtcd_cluster_media_nodes",
+		Help: "Media nodes run on their own that are registered with the cluster, as this node sees them (0 on a single node).",
+	})
+	c.mediaNodes = mediaNodes
+	r.MustRegister(c.fencedBatches, members, mediaNodes)
 	return c
 }
+
+// SetMediaNodes sets how many media nodes are registered.
+func (c *Cluster) SetMediaNodes(n int) { c.mediaNodes.Set(float64(n)) }
 
 // SetMembers gives the gauge its source.
 func (c *Cluster) SetMembers(f func() int) { c.members.Store(&f) }

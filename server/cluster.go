@@ -81,6 +81,11 @@ type enginePeers struct {
 	engine *actors.Engine
 }
 
+func (p enginePeers) Fingerprint() uint64 {
+	_, fp := p.node.View()
+	return fp
+}
+
 func (p enginePeers) Call(key, name string, body []byte) ([]byte, error) {
 	var answer []byte
 	raw, err := p.node.Route(key, func() { answer = p.engine.ServeCall(name, body) }, func() []byte {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -68,6 +69,7 @@ func (cm *clusterMedia) update(members []cluster.MediaMember) {
 		nodes = append(nodes, actors.MediaNode{ID: m.ID, URL: m.MediaURL, Engine: s.engine})
 	}
 	cm.engine.SetMediaNodes(nodes)
+	cm.st.m.Cluster.SetMediaNodes(len(nodes))
 	for id, s := range cm.senders {
 		if next[id] != s {
 			cm.closing.Add(1)
@@ -94,4 +96,80 @@ func (cm *clusterMedia) stop(ctx context.Context) {
 	cm.senders = nil
 	cm.mu.Unlock()
 	cm.closing.Wait()
+}
+
+// mediaReporter is what takes the reports of media nodes run on their
+// own: the engine, or on a cluster node the engine with presence
+// snapshots split over the members.
+func (st *startup) mediaReporter() reportReceiver {
+	rep := engineReporter{st.s.engine}
+	if st.s.node == nil {
+		return rep
+	}
+	return clusterReporter{engineReporter: rep, node: st.s.node}
+}
+
+// clusterReporter is a cluster node's reportReceiver. Joins and leaves go
+// through the engine, which passes each to its room's workspace's node;
+// a presence snapshot goes to every member, each with the sessions of the
+// workspaces it owns in this node's view (maybe none: it still tells the
+// member that the media node is alive).
+type clusterReporter struct {
+	engineReporter
+	node *cluster.Node
+}
+
+// maxPresencePartBytes bounds one member's part of a presence snapshot
+// (below cluster.MaxForwardedBytes with room for the request's head); a
+// larger part is sent as Partial: the node alive, no reconciliation by
+// it this time (joins and leaves still come as reports).
+const maxPresencePartBytes = cluster.MaxForwardedBytes - 64<<10
+
+func (r clusterReporter) Presence(p media.PresenceReport) {
+	members, fingerprint := r.node.View()
+	parts := make(map[string]*actors.PresencePart, len(members))
+	for _, m := range members {
+		parts[m.ID] = &actors.PresencePart{Presence: actors.MediaPresence{NodeID: p.NodeID, At: p.At}, Fingerprint: fingerprint}
+	}
+	partOf := func(s media.SessionInfo) *actors.PresencePart {
+		accountID, ok, err := r.e.WorkspaceOfProject(s.ProjectID)
+		if err != nil || !ok {
+			return nil // a project no workspace names: nobody's room
+		}
+		owner, ok := cluster.OwnerIn(members, accountID)
+		if !ok {
+			return nil
+		}
+		return parts[owner.ID]
+	}
+	for _, s := range p.Sessions {
+		if part := partOf(s); part != nil {
+			part.Presence.Sessions = append(part.Presence.Sessions, sessionJoin(s))
+		}
+	}
+	for _, s := range p.Pending {
+		if part := partOf(s); part != nil {
+			part.Presence.Pending = append(part.Presence.Pending, sessionJoin(s))
+		}
+	}
+	var sending sync.WaitGroup
+	for _, m := range members {
+		body, err := json.Marshal(parts[m.ID])
+		if err == nil && len(body) > maxPresencePartBytes {
+			slog.Warn("cluster: a media node's presence part is too large to pass on; sent as the node being alive", "node_id", p.NodeID, "member", m.Address, "bytes", len(body))
+			parts[m.ID].Partial, parts[m.ID].Presence.Sessions, parts[m.ID].Presence.Pending = true, nil, nil
+			body, err = json.Marshal(parts[m.ID])
+		}
+		if err != nil {
+			continue
+		}
+		sending.Add(1)
+		go func() {
+			defer sending.Done()
+			if _, err := r.node.SendTo(m, internalRequest(engineCallPath+"?call=media-presence", body)); err != nil {
+				slog.Warn("cluster: a media node's presence did not reach a member", "node_id", p.NodeID, "member", m.Address, "error", err)
+			}
+		}()
+	}
+	sending.Wait()
 }

@@ -41,12 +41,17 @@ func (r engineReporter) Left(l media.LeaveReport) {
 	r.e.MediaLeft(actors.MediaLeave{SessionID: l.SessionID, ProjectID: l.ProjectID, RoomID: l.RoomID, ParticipantID: l.ParticipantID, At: l.At, Reason: l.Reason})
 }
 
+// sessionJoin is a presence report's session as the engine takes it.
+func sessionJoin(s media.SessionInfo) actors.MediaJoin {
+	return actors.MediaJoin{SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
+		IssuedAt: s.IssuedAt, At: s.JoinedAt}
+}
+
 func (r engineReporter) Presence(p media.PresenceReport) {
 	joins := func(in []media.SessionInfo) []actors.MediaJoin {
 		out := make([]actors.MediaJoin, 0, len(in))
 		for _, s := range in {
-			out = append(out, actors.MediaJoin{SessionID: s.SessionID, ProjectID: s.ProjectID, RoomID: s.RoomID, ParticipantID: s.ParticipantID,
-				IssuedAt: s.IssuedAt, At: s.JoinedAt})
+			out = append(out, sessionJoin(s))
 		}
 		return out
 	}
@@ -98,10 +103,16 @@ func (m *embeddedMedia) stop() {
 	m.reporter.Close()
 }
 
+// reportReceiver takes a standalone node's reports: engineReporter, or on
+// a cluster node clusterReporter.
+type reportReceiver interface {
+	media.Reporter
+	media.PresenceReporter
+}
+
 // mediaReportsHandler receives a standalone node's signed reports on the
 // private listener (media.ReportsPath).
-func mediaReportsHandler(engine *actors.Engine, key [32]byte, clk clock.Clock) fasthttp.RequestHandler {
-	rep := engineReporter{engine}
+func mediaReportsHandler(rep reportReceiver, key [32]byte, clk clock.Clock) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if !ctx.IsPost() {
 			ctx.SetStatusCode(405)

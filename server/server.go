@@ -450,7 +450,7 @@ func (st *startup) buildPrivateServer() error {
 		WriteTimeout:       10 * time.Second,
 		MaxRequestBodySize: media.MaxReportBodyBytes, // presence reports; admin bodies are bounded in their handler
 		Handler: withBackups(privateHandler(engine, st.m.Handler(), adminToken,
-			mediaReportsHandler(engine, MediaReportKey(st.keys.MediaToken()), st.clk), adjust),
+			mediaReportsHandler(st.mediaReporter(), MediaReportKey(st.keys.MediaToken()), st.clk), adjust),
 			st.s.backups, adminToken),
 	}
 	return nil

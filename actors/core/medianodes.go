@@ -1,9 +1,10 @@
 package core
 
 import (
-	"hash/fnv"
 	"sync/atomic"
 	"time"
+
+	"rtcd/internal/rendezvous"
 )
 
 // Media nodes run on their own that registered with a cluster
@@ -81,11 +82,7 @@ func (m *MediaLink) NodeOf(roomID string) *MediaNode {
 	var best *MediaNode
 	var bestScore uint64
 	for _, n := range set.list {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(roomID))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(n.ID))
-		if s := h.Sum64(); best == nil || s > bestScore {
+		if s := rendezvous.Score(roomID, n.ID); best == nil || s > bestScore {
 			best, bestScore = n, s
 		}
 	}
@@ -98,6 +95,18 @@ func (m *MediaLink) NoteRoom(roomID, nodeID string) {
 	if m.Node(nodeID) != nil {
 		m.roomNodes.Store(roomID, nodeID)
 	}
+}
+
+// NodeAlive notes that a registered node reported at at (seen: the
+// Monotonic reading), without what it holds; false for a node that is not
+// registered.
+func (m *MediaLink) NodeAlive(nodeID string, at time.Time, seen time.Duration) bool {
+	n := m.Node(nodeID)
+	if n == nil {
+		return false
+	}
+	n.presence(at, seen)
+	return true
 }
 
 // PresenceOf notes a registered node's presence report and what it says

@@ -296,6 +296,21 @@ func runMedia(args []string) error {
 			_ = metricsLn.Close()
 		}
 	}
+	// What a cluster's nodes are told of this node (registered once it
+	// serves): checked before anything else starts.
+	member := cluster.MediaMember{ID: *nodeID, MediaURL: *mediaURL, ControlURL: strings.TrimRight(*controlAdvertise, "/")}
+	if member.MediaURL == "" {
+		member.MediaURL = "ws://" + ln.Addr().String() + media.RTCPath
+	}
+	if member.ControlURL == "" {
+		member.ControlURL = "http://" + ln.Addr().String()
+	}
+	if *clusterName != "" {
+		if err := config.CheckMediaURL(member.MediaURL); err != nil {
+			closeListeners()
+			return fmt.Errorf("--media-url: %w", err)
+		}
+	}
 	_, listenPort, _ := net.SplitHostPort(*listen)
 	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), listenPort == "0")
 	if err != nil {
@@ -323,16 +338,6 @@ func runMedia(args []string) error {
 		metricsSrv = serveNodeMetrics(metricsLn, counts, cancelServe)
 	}
 	if *clusterName != "" {
-		member := cluster.MediaMember{ID: *nodeID, MediaURL: *mediaURL, ControlURL: strings.TrimRight(*controlAdvertise, "/")}
-		if member.MediaURL == "" {
-			member.MediaURL = "ws://" + ln.Addr().String() + media.RTCPath
-		}
-		if member.ControlURL == "" {
-			member.ControlURL = "http://" + ln.Addr().String()
-		}
-		if err := config.CheckMediaURL(member.MediaURL); err != nil {
-			return err
-		}
 		reg, err := cluster.RegisterMedia(*clusterName, strings.Split(*clusterEtcd, ","), member)
 		if err != nil {
 			return err
