@@ -39,6 +39,8 @@ type Peers interface {
 	Call(key, name string, body []byte) ([]byte, error)
 	// Fingerprint names the member list this node sees (cluster.Node.View).
 	Fingerprint() uint64
+	// Owns tells whether this node owns key now.
+	Owns(key string) bool
 }
 
 // SetPeers makes the engine a cluster node's, reaching the others through
@@ -68,8 +70,8 @@ func (e *Engine) Release(key string) {
 // node that ran it before; it publishes the sessions this node then
 // authenticates.
 func (e *Engine) PlaceDirectory() error {
-	e.placing.Lock()
-	defer e.placing.Unlock()
+	e.placingDirectory.Lock()
+	defer e.placingDirectory.Unlock()
 	if e.directory.Load() != nil {
 		return nil
 	}
@@ -86,8 +88,8 @@ func (e *Engine) PlaceDirectory() error {
 // so that this node authenticates none, and returns once what it
 // committed is durable, before another node recovers it.
 func (e *Engine) ReleaseDirectory() {
-	e.placing.Lock()
-	defer e.placing.Unlock()
+	e.placingDirectory.Lock()
+	defer e.placingDirectory.Unlock()
 	e.releaseDirectoryLocked()
 }
 
@@ -195,6 +197,7 @@ type replyAnswer struct {
 	Status int             `json:"status"`
 	Body   json.RawMessage `json:"body,omitempty"`
 	Err    *apierr.Error   `json:"error,omitempty"`
+	Gone   bool            `json:"gone,omitempty"`
 }
 
 // ServeCall answers an engine call another node (or this one) made:
@@ -216,7 +219,7 @@ func (e *Engine) ServeCall(name string, body []byte) []byte {
 			break
 		}
 		r := e.serveProjectCall(c)
-		answer = replyAnswer{Status: r.Status, Body: r.Body, Err: r.Err}
+		answer = replyAnswer{Status: r.Status, Body: r.Body, Err: r.Err, Gone: r.Gone}
 	default:
 		if body, ok := e.serveMediaCall(name, body); ok {
 			return body
@@ -301,7 +304,7 @@ func (e *Engine) askProject(projectID string, msg any) core.Reply {
 	if aerr := e.call(accountID, callProject, c, &a); aerr != nil {
 		return core.Reply{Err: aerr}
 	}
-	return core.Reply{Status: a.Status, Body: a.Body, Err: a.Err}
+	return core.Reply{Status: a.Status, Body: a.Body, Err: a.Err, Gone: a.Gone}
 }
 
 // sessionForProject is AuthenticateSessionForProject on a cluster node,

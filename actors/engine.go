@@ -110,6 +110,7 @@ type Engine struct {
 	// placing serializes placing and releasing workspaces (cluster mode);
 	// the caches name the workspace of a key and of a project.
 	placing           sync.Mutex
+	placingDirectory  sync.Mutex // the directory's, apart: it never waits for a workspace's recovery
 	keyWorkspaces     placementCache
 	projectWorkspaces placementCache
 
@@ -418,7 +419,10 @@ func (r registry) SpawnWallet(accountID string, rec *core.Recovery) {
 	r.e.spawnWallet(accountID, rec)
 }
 
-func (r registry) RoomStopped(roomID string) { r.e.rooms.Delete(roomID) }
+func (r registry) RoomStopped(roomID string) {
+	r.e.rooms.Delete(roomID)
+	r.e.env.Media.ForgetRoom(roomID)
+}
 
 func (r registry) EndpointWorkers(enabled, disabled []*core.WebhookEndpoint) {
 	r.e.dispatcher.EnsureWorkers(enabled)

@@ -21,9 +21,9 @@ const (
 )
 
 // forwardMediaReport sends a join or leave report of a room that does
-// not run here to its workspace's node, and reports whether it did (false:
-// apply it here: a single node, a room that runs here, or a project no
-// workspace names).
+// not run here to its workspace's node, and reports whether it did (or
+// dropped it: false means apply it here: a single node, a room that runs
+// here, or a project no workspace names).
 func (e *Engine) forwardMediaReport(projectID, roomID, name string, report any) bool {
 	if e.peers == nil {
 		return false
@@ -32,7 +32,13 @@ func (e *Engine) forwardMediaReport(projectID, roomID, name string, report any) 
 		return false
 	}
 	accountID, ok, err := e.WorkspaceOfProject(projectID)
-	if err != nil || !ok {
+	if err != nil {
+		// Not applied here, where its room is not: a join would be
+		// refused. The node's presence recovers it.
+		slog.Warn("cluster: a media report's workspace could not be read; the report is dropped", "call", name, "room_id", roomID, "error", err)
+		return true
+	}
+	if !ok {
 		return false
 	}
 	var answer struct{}

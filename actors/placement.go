@@ -234,6 +234,7 @@ func (e *Engine) releaseWorkspaceLocked(accountID string, projectIDs []string) {
 			rooms = append(rooms, h.pid)
 			draining = append(draining, e.system.Root.PoisonFuture(h.pid))
 			e.rooms.Delete(id)
+			e.env.Media.ForgetRoom(id)
 		}
 	}
 	for i, f := range draining {

@@ -376,17 +376,45 @@ func (e *Engine) MediaPresence(p room.MediaPresence) {
 	for id := range pending {
 		held[id] = true
 	}
-	node := e.env.Media.Node(p.NodeID)
-	if node != nil {
-		e.env.Media.PresenceOf(p.NodeID, p.At, e.env.Clock.Monotonic(), held)
-	} else {
+	dropped, registered := e.env.Media.PresenceOf(p.NodeID, p.At, e.env.Clock.Monotonic(), held)
+	if !registered {
 		e.env.Media.Presence(p.At, e.env.Clock.Monotonic())
-	}
-	e.rooms.Range(func(id, v any) bool {
-		if e.env.Media.NodeOf(id.(string)) != node {
-			return true // another node serves it
+		if !e.env.Media.Registered() { // this one node serves every room
+			e.rooms.Range(func(id, v any) bool {
+				e.system.Root.Send(v.(*roomHandle).pid, room.Presence{At: p.At, Sessions: byRoom[id.(string)], Pending: pending[id.(string)]})
+				return true
+			})
 		}
-		e.system.Root.Send(v.(*roomHandle).pid, room.Presence{At: p.At, Sessions: byRoom[id.(string)], Pending: pending[id.(string)]})
+		return
+	}
+	// A registered node speaks for the rooms it holds, and for those it
+	// held and holds no more (their sessions are gone), never for a room
+	// whose call may be on another node; and only for rooms of workspaces
+	// this node owns (a workspace moving away still has its rooms here
+	// while they drain, and another node's part has their sessions).
+	tell := func(id string, sessions map[string]room.MediaJoin, waiting []room.MediaJoin) {
+		if h, ok := e.room(id); ok && e.ownsRoom(h) {
+			e.system.Root.Send(h.pid, room.Presence{At: p.At, Sessions: sessions, Pending: waiting})
+		}
+	}
+	for id := range held {
+		tell(id, byRoom[id], pending[id])
+	}
+	for _, id := range dropped {
+		tell(id, nil, nil)
+	}
+}
+
+// ownsRoom tells whether this node owns the room's workspace now (always,
+// on a single node).
+func (e *Engine) ownsRoom(h *roomHandle) bool {
+	if e.peers == nil {
 		return true
-	})
+	}
+	p, ok := e.project(h.projectID)
+	if !ok {
+		return false
+	}
+	rec := p.gate.Record.Load()
+	return rec != nil && e.peers.Owns(rec.AccountID)
 }

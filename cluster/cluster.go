@@ -637,6 +637,12 @@ func (n *Node) Owner(projectID string) (Member, bool) {
 // Forward runs the raw HTTP request on projectID's owner (this node, or
 // another in one hop) and returns its raw HTTP response.
 func (n *Node) Forward(projectID string, request []byte) ([]byte, error) {
+	return n.forward(projectID, request, true)
+}
+
+// forward is Forward; the owner waits for a move of the key under way
+// only if waitMoves (see RouteNested).
+func (n *Node) forward(projectID string, request []byte, waitMoves bool) ([]byte, error) {
 	if len(request) > MaxForwardedBytes {
 		return nil, ErrForwardTooLarge
 	}
@@ -645,13 +651,17 @@ func (n *Node) Forward(projectID string, request []byte) ([]byte, error) {
 		return nil, ErrNotMember
 	}
 	if owner.ID == n.self.ID {
-		return n.serveOwned(projectID, request)
+		return n.serveOwned(projectID, request, waitMoves)
 	}
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + owner.Address + forwardPath + "?project=" + url.QueryEscape(projectID))
+	uri := "http://" + owner.Address + forwardPath + "?project=" + url.QueryEscape(projectID)
+	if !waitMoves {
+		uri += "&nested=1"
+	}
+	req.SetRequestURI(uri)
 	req.Header.Set(secretHeader, n.cfg.Secret)
 	req.SetBodyRaw(request)
 	if err := n.client.DoTimeout(req, res, ForwardTimeout); err != nil {
@@ -680,17 +690,30 @@ func (n *Node) Forward(projectID string, request []byte) ([]byte, error) {
 // that raw returns, whose raw response Route returns. A nil response and
 // error mean local ran.
 func (n *Node) Route(projectID string, local func(), raw func() []byte) ([]byte, error) {
-	owner, ok := n.Owner(projectID)
+	return n.route(projectID, local, raw, true)
+}
+
+// RouteNested is Route for a request made while another key's request is
+// in flight here: if key is moving off this node it fails at once
+// (ErrNotPlaced) instead of waiting, since the move may wait for the
+// request in flight, and two such requests in opposite directions would
+// wait on each other's moves.
+func (n *Node) RouteNested(key string, local func(), raw func() []byte) ([]byte, error) {
+	return n.route(key, local, raw, false)
+}
+
+func (n *Node) route(key string, local func(), raw func() []byte, waitMoves bool) ([]byte, error) {
+	owner, ok := n.Owner(key)
 	if !ok {
 		return nil, ErrNotMember
 	}
 	if owner.ID != n.self.ID {
-		return n.Forward(projectID, raw())
+		return n.forward(key, raw(), waitMoves)
 	}
-	if err := n.place(projectID); err != nil {
+	if err := n.place(key, waitMoves); err != nil {
 		return nil, err
 	}
-	defer n.served(projectID)
+	defer n.served(key)
 	local()
 	return nil, nil
 }
@@ -698,8 +721,8 @@ func (n *Node) Route(projectID string, local func(), raw func() []byte) ([]byte,
 // serveOwned serves a request for a project this node should own: only
 // while its lease is valid by its own clock and its view makes it the
 // owner, once the project is placed here.
-func (n *Node) serveOwned(projectID string, request []byte) ([]byte, error) {
-	if err := n.place(projectID); err != nil {
+func (n *Node) serveOwned(projectID string, request []byte, waitMoves bool) ([]byte, error) {
+	if err := n.place(projectID, waitMoves); err != nil {
 		return nil, err
 	}
 	defer n.served(projectID)
@@ -722,11 +745,11 @@ func (n *Node) served(projectID string) {
 
 // place makes projectID active here if this node owns it, calling
 // OnPlaced once: a project's first requests wait for it, other projects'
-// do not. A nil error admits one request, which must end with served. A change of members or the loss of the lease while OnPlaced
+// do not; a request waits for a move of it under way only if waitMoves. A nil error admits one request, which must end with served. A change of members or the loss of the lease while OnPlaced
 // runs is caught after it: the project is then not made active, and
 // OnMoved follows at once, so every OnPlaced is followed by exactly one
 // OnMoved.
-func (n *Node) place(projectID string) error {
+func (n *Node) place(projectID string, waitMoves bool) error {
 	for {
 		n.mu.Lock()
 		if err := n.ownsLocked(projectID); err != nil {
@@ -745,6 +768,9 @@ func (n *Node) place(projectID string) error {
 		}
 		if wait, ok := n.moving[projectID]; ok {
 			n.mu.Unlock()
+			if !waitMoves {
+				return fmt.Errorf("%w: it is moving off this node", ErrNotPlaced)
+			}
 			<-wait
 			continue
 		}
@@ -815,7 +841,7 @@ func (n *Node) handleForward(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	// The server refused bodies above MaxForwardedBytes before this.
-	response, err := n.serveOwned(projectID, ctx.PostBody())
+	response, err := n.serveOwned(projectID, ctx.PostBody(), !ctx.QueryArgs().Has("nested"))
 	switch {
 	case errors.Is(err, ErrNotOwner), errors.Is(err, ErrNotMember):
 		ctx.Error(err.Error(), fasthttp.StatusMisdirectedRequest)

@@ -458,7 +458,7 @@ func TestPlaceCallsOnPlacedOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := n.place("p")
+			err := n.place("p", true)
 			if err == nil {
 				n.served("p")
 			}
@@ -492,7 +492,7 @@ func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
 		return nil
 	}
 	n.cfg.OnMoved = func(p string) { events = append(events, "moved "+p) }
-	if err := n.place(id); err != ErrNotOwner {
+	if err := n.place(id, true); err != ErrNotOwner {
 		t.Fatalf("place: %v, want ErrNotOwner", err)
 	}
 	if want := []string{"placed " + id, "moved " + id}; !slices.Equal(events, want) || n.active[id] {
@@ -503,7 +503,7 @@ func TestPlaceCaughtByAMoveIsUndone(t *testing.T) {
 	m := unjoinedNode("a", "a")
 	m.cfg.OnPlaced = func(p string) error { events = append(events, "placed "+p); m.dropOwnership(); return nil }
 	m.cfg.OnMoved = n.cfg.OnMoved
-	if err := m.place("q"); err != ErrNotMember {
+	if err := m.place("q", true); err != ErrNotMember {
 		t.Fatalf("place: %v, want ErrNotMember", err)
 	}
 	if want := []string{"placed q", "moved q"}; !slices.Equal(events, want) {
@@ -522,7 +522,7 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 	release := make(chan struct{})
 	n.cfg.OnPlaced = func(p string) error { note("placed"); return nil }
 	n.cfg.OnMoved = func(p string) { note("moving"); <-release; note("moved") }
-	if err := n.place(id); err != nil {
+	if err := n.place(id, true); err != nil {
 		t.Fatal(err)
 	}
 	n.served(id)
@@ -541,9 +541,14 @@ func TestPlaceWaitsForAMoveInProgress(t *testing.T) {
 		time.Sleep(time.Millisecond) // polling the goroutine
 	}
 	n.setMembers([]Member{{ID: "a"}}, 3) // b leaves: id is a's again
+	// A nested request (RouteNested: made while another key's request is
+	// in flight here) does not wait for the move: it fails at once.
+	if err := n.place(id, false); !errors.Is(err, ErrNotPlaced) {
+		t.Fatalf("a nested request during a move: %v, want ErrNotPlaced at once", err)
+	}
 	placed := make(chan error, 1)
 	go func() {
-		err := n.place(id)
+		err := n.place(id, true)
 		if err == nil {
 			n.served(id)
 		}
@@ -568,7 +573,7 @@ func TestMoveWaitsForRequestsInFlight(t *testing.T) {
 	n := unjoinedNode("a", "a")
 	moved := make(chan struct{})
 	n.cfg.OnMoved = func(string) { close(moved) }
-	if err := n.place(id); err != nil { // a request in flight
+	if err := n.place(id, true); err != nil { // a request in flight
 		t.Fatal(err)
 	}
 	n.setMembers([]Member{{ID: "a"}, {ID: "b"}}, 2) // b joins: id moves
@@ -603,11 +608,11 @@ func TestFailedPlacementIsTriedAgain(t *testing.T) {
 		return nil
 	}
 	n.cfg.OnMoved = func(p string) { events = append(events, "moved "+p) }
-	if err := n.place("q"); !errors.Is(err, ErrNotPlaced) || n.active["q"] {
+	if err := n.place("q", true); !errors.Is(err, ErrNotPlaced) || n.active["q"] {
 		t.Fatalf("place: %v (active %v), want ErrNotPlaced", err, n.active["q"])
 	}
 	fail = false
-	if err := n.place("q"); err != nil {
+	if err := n.place("q", true); err != nil {
 		t.Fatal(err)
 	}
 	n.served("q")

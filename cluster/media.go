@@ -40,6 +40,7 @@ type MediaRegistration struct {
 	etcd   *clientv3.Client
 	cancel context.CancelFunc
 	done   chan struct{}
+	closed sync.Once
 }
 
 // RegisterMedia registers m in the etcd of the cluster name and keeps it
@@ -112,11 +113,13 @@ func (r *MediaRegistration) keep(ctx context.Context, key, value string, lease c
 }
 
 // Close revokes the registration (the control plane drops the node at
-// once) and closes its etcd client.
+// once) and closes its etcd client. Idempotent.
 func (r *MediaRegistration) Close() {
-	r.cancel()
-	<-r.done
-	_ = r.etcd.Close()
+	r.closed.Do(func() {
+		r.cancel()
+		<-r.done
+		_ = r.etcd.Close()
+	})
 }
 
 // MediaWatch follows the media nodes registered in a cluster.

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
 	"rtcd/apierr"
+	"rtcd/cluster"
 )
 
 // On a cluster node (docs/cluster.md) each workspace's actors run on one
@@ -186,7 +187,10 @@ func (s *Server) forwardable(ctx *fasthttp.RequestCtx) []byte {
 // the entry node took, and returns the raw response.
 func (s *Server) ServeForwarded(raw []byte) []byte {
 	var req fasthttp.Request
-	if err := req.ReadLimitBody(bufio.NewReader(bytes.NewReader(raw)), MaxRequestBodyBytes); err != nil {
+	// The entry node bounded an API request's body (MaxRequestBodyBytes);
+	// a node's internal request (a media node's presence part) may be
+	// larger, up to what the cluster carries.
+	if err := req.ReadLimitBody(bufio.NewReader(bytes.NewReader(raw)), cluster.MaxForwardedBytes); err != nil {
 		// The entry node sent what it parsed itself: a bug, not a client's.
 		slog.Error("cluster: a forwarded request does not parse", "error", err)
 		var res fasthttp.Response

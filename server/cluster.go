@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 	"rtcd/actors"
@@ -28,21 +29,10 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 	cfg := st.cfg
 	secret := st.keys.ClusterSecret()
 	engine := st.s.engine
-	node, err := cluster.Join(cluster.Config{
-		Name: cfg.ClusterName, EtcdEndpoints: cfg.EtcdEndpoints(),
-		Listen: cfg.ClusterListen, Advertise: cfg.ClusterAdvertise,
-		Secret:   hex.EncodeToString(secret[:]),
-		Serve:    func(_ string, request []byte) []byte { return apiSrv.ServeForwarded(request) },
-		OnPlaced: engine.Place,
-		OnMoved:  engine.Release,
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	st.onFailure(node.Leave)
-	st.s.node = node
-	apiSrv.SetCluster(node)
-	engine.SetPeers(enginePeers{node: node, engine: engine})
+	// The engine's peers and the internal requests' handler are in place
+	// before Join: other nodes may send here as soon as it registers.
+	peers := &enginePeers{engine: engine}
+	engine.SetPeers(peers)
 	// What the other nodes send here besides API requests: operator
 	// commands, authorized where the operator sent them, and the engine's
 	// calls.
@@ -56,6 +46,21 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
 		}
 	})
+	node, err := cluster.Join(cluster.Config{
+		Name: cfg.ClusterName, EtcdEndpoints: cfg.EtcdEndpoints(),
+		Listen: cfg.ClusterListen, Advertise: cfg.ClusterAdvertise,
+		Secret:   hex.EncodeToString(secret[:]),
+		Serve:    func(_ string, request []byte) []byte { return apiSrv.ServeForwarded(request) },
+		OnPlaced: engine.Place,
+		OnMoved:  engine.Release,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	st.onFailure(node.Leave)
+	st.s.node = node
+	peers.node.Store(node)
+	apiSrv.SetCluster(node)
 	st.m.Cluster.SetMembers(func() int { return len(node.Members()) })
 	cm, err := st.watchClusterMedia()
 	if err != nil {
@@ -75,31 +80,62 @@ func (st *startup) joinCluster(apiSrv *api.Server) error {
 const engineCallPath = "/cluster/engine-call"
 
 // enginePeers is actors.Peers over the cluster node: a call runs where its
-// key is placed, in process or as an internal request one hop away.
+// key is placed, in process or as an internal request one hop away. Until
+// Join returns it has no node, and every call fails (a 503 to retry).
 type enginePeers struct {
-	node   *cluster.Node
+	node   atomic.Pointer[cluster.Node]
 	engine *actors.Engine
 }
 
-func (p enginePeers) Fingerprint() uint64 {
-	_, fp := p.node.View()
+// errNotJoined: a call before this node joined the cluster.
+var errNotJoined = errors.New("cluster: this node is joining the cluster")
+
+func (p *enginePeers) Fingerprint() uint64 {
+	n := p.node.Load()
+	if n == nil {
+		return 0
+	}
+	_, fp := n.View()
 	return fp
 }
 
-func (p enginePeers) Call(key, name string, body []byte) ([]byte, error) {
+func (p *enginePeers) Owns(key string) bool {
+	n := p.node.Load()
+	if n == nil {
+		return false
+	}
+	owner, ok := n.Owner(key)
+	return ok && owner.ID == n.ID()
+}
+
+// Call runs a call where key is placed. It is made while a request holds
+// another key's placement (a session on a project route asks the
+// directory's node), so it does not wait for key to finish moving: two
+// such calls in opposite directions would wait on each other's moves.
+func (p *enginePeers) Call(key, name string, body []byte) ([]byte, error) {
+	n := p.node.Load()
+	if n == nil {
+		return nil, errNotJoined
+	}
 	var answer []byte
-	raw, err := p.node.Route(key, func() { answer = p.engine.ServeCall(name, body) }, func() []byte {
+	raw, err := n.RouteNested(key, func() { answer = p.engine.ServeCall(name, body) }, func() []byte {
 		return internalRequest(engineCallPath+"?call="+url.QueryEscape(name), body)
 	})
 	if err != nil || raw == nil {
 		return answer, err
 	}
+	return internalAnswer(raw)
+}
+
+// internalAnswer is the body of a raw answer to an internal request, which
+// must be a 200.
+func internalAnswer(raw []byte) ([]byte, error) {
 	var res fasthttp.Response
 	if err := api.ReadRawResponse(raw, &res); err != nil {
 		return nil, err
 	}
 	if res.StatusCode() != fasthttp.StatusOK {
-		return nil, fmt.Errorf("cluster: engine call %s answered %d", name, res.StatusCode())
+		return nil, fmt.Errorf("cluster: an internal request answered %d: %s", res.StatusCode(), res.Body())
 	}
 	return append([]byte(nil), res.Body()...), nil
 }

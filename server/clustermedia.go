@@ -131,9 +131,14 @@ func (r clusterReporter) Presence(p media.PresenceReport) {
 	for _, m := range members {
 		parts[m.ID] = &actors.PresencePart{Presence: actors.MediaPresence{NodeID: p.NodeID, At: p.At}, Fingerprint: fingerprint}
 	}
+	lookupFailed := false
 	partOf := func(s media.SessionInfo) *actors.PresencePart {
 		accountID, ok, err := r.e.WorkspaceOfProject(s.ProjectID)
-		if err != nil || !ok {
+		if err != nil {
+			lookupFailed = true
+			return nil
+		}
+		if !ok {
 			return nil // a project no workspace names: nobody's room
 		}
 		owner, ok := cluster.OwnerIn(members, accountID)
@@ -152,8 +157,16 @@ func (r clusterReporter) Presence(p media.PresenceReport) {
 			part.Presence.Pending = append(part.Presence.Pending, sessionJoin(s))
 		}
 	}
+	if lookupFailed {
+		// A session whose workspace the store did not name may be in no
+		// part: every member takes the snapshot as the node being alive.
+		slog.Warn("cluster: the store did not name a session's workspace; a media node's presence is passed on as the node being alive", "node_id", p.NodeID)
+	}
 	var sending sync.WaitGroup
 	for _, m := range members {
+		if lookupFailed {
+			parts[m.ID].Partial, parts[m.ID].Presence.Sessions, parts[m.ID].Presence.Pending = true, nil, nil
+		}
 		body, err := json.Marshal(parts[m.ID])
 		if err == nil && len(body) > maxPresencePartBytes {
 			slog.Warn("cluster: a media node's presence part is too large to pass on; sent as the node being alive", "node_id", p.NodeID, "member", m.Address, "bytes", len(body))
@@ -166,7 +179,11 @@ func (r clusterReporter) Presence(p media.PresenceReport) {
 		sending.Add(1)
 		go func() {
 			defer sending.Done()
-			if _, err := r.node.SendTo(m, internalRequest(engineCallPath+"?call=media-presence", body)); err != nil {
+			raw, err := r.node.SendTo(m, internalRequest(engineCallPath+"?call=media-presence", body))
+			if err == nil {
+				_, err = internalAnswer(raw)
+			}
+			if err != nil {
 				slog.Warn("cluster: a media node's presence did not reach a member", "node_id", p.NodeID, "member", m.Address, "error", err)
 			}
 		}()

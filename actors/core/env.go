@@ -346,12 +346,13 @@ type MediaLink struct {
 	// roomNodes is, per room, the registered node holding its sessions.
 	nodes     atomic.Pointer[mediaNodeSet]
 	roomNodes sync.Map // room id -> node id
+	unheld    sync.Map // room id -> unheldSince
 }
 
 // Engine is the media engine, nil for none: while media nodes are
 // registered, one that sends each command to its room's node.
 func (m *MediaLink) Engine() MediaEngine {
-	if set := m.nodes.Load(); set != nil && len(set.list) > 0 {
+	if m.Registered() {
 		return routedEngine{m}
 	}
 	if p := m.engine.Load(); p != nil {

@@ -51,11 +51,25 @@ func (m *MediaLink) SetNodes(nodes []*MediaNode, at time.Time, seen time.Duratio
 		set.byID[n.ID] = n
 	}
 	m.nodes.Store(set)
+	// A node that left holds no call any more (if it comes back, its
+	// presence says again what it holds).
+	m.roomNodes.Range(func(k, v any) bool {
+		if _, ok := set.byID[v.(string)]; !ok {
+			m.roomNodes.CompareAndDelete(k, v)
+		}
+		return true
+	})
 }
 
 func (n *MediaNode) presence(at time.Time, seen time.Duration) {
 	n.presenceAt.Store(at.UnixNano())
 	n.presenceSeen.Store(int64(seen))
+}
+
+// Registered tells whether any media node is registered.
+func (m *MediaLink) Registered() bool {
+	set := m.nodes.Load()
+	return set != nil && len(set.list) > 0
 }
 
 // Node is the registered node id, nil when there is none of that id.
@@ -94,6 +108,7 @@ func (m *MediaLink) NodeOf(roomID string) *MediaNode {
 func (m *MediaLink) NoteRoom(roomID, nodeID string) {
 	if m.Node(nodeID) != nil {
 		m.roomNodes.Store(roomID, nodeID)
+		m.unheld.Delete(roomID)
 	}
 }
 
@@ -110,34 +125,67 @@ func (m *MediaLink) NodeAlive(nodeID string, at time.Time, seen time.Duration) b
 }
 
 // PresenceOf notes a registered node's presence report and what it says
-// of the rooms it holds (rooms, the ones with sessions on it); false for
-// a node that is not registered.
-func (m *MediaLink) PresenceOf(nodeID string, at time.Time, seen time.Duration, rooms map[string]bool) bool {
+// of the rooms it holds (rooms: the ones with sessions on it), and returns
+// the rooms it held before and holds no more; ok is false for a node that
+// is not registered.
+func (m *MediaLink) PresenceOf(nodeID string, at time.Time, seen time.Duration, rooms map[string]bool) (dropped []string, ok bool) {
 	n := m.Node(nodeID)
 	if n == nil {
-		return false
+		return nil, false
 	}
 	n.presence(at, seen)
 	m.roomNodes.Range(func(k, v any) bool {
-		if v.(string) == nodeID && !rooms[k.(string)] {
-			m.roomNodes.CompareAndDelete(k, v)
+		if v.(string) == nodeID && !rooms[k.(string)] && m.roomNodes.CompareAndDelete(k, v) {
+			dropped = append(dropped, k.(string))
 		}
 		return true
 	})
 	for id := range rooms {
 		m.roomNodes.Store(id, nodeID)
+		m.unheld.Delete(id)
 	}
-	return true
+	return dropped, true
 }
 
-// LastPresenceOf is the last presence report of the node serving roomID:
-// its time and the Monotonic reading when it arrived; registered is false
-// when the MediaLink's one engine serves the room (LastPresenceAt).
-func (m *MediaLink) LastPresenceOf(roomID string) (at time.Time, seen time.Duration, registered bool) {
-	if n := m.NodeOf(roomID); n != nil {
+// HeldBy is the registered node known to hold roomID's call, nil when
+// none is.
+func (m *MediaLink) HeldBy(roomID string) *MediaNode {
+	if id, ok := m.roomNodes.Load(roomID); ok {
+		return m.Node(id.(string))
+	}
+	return nil
+}
+
+// ForgetRoom drops what the link knows of a room that stopped here.
+func (m *MediaLink) ForgetRoom(roomID string) {
+	m.roomNodes.Delete(roomID)
+	m.unheld.Delete(roomID)
+}
+
+// unheldSince is when a room was first found held by no registered node.
+type unheldSince struct {
+	at   time.Time
+	seen time.Duration
+}
+
+// LastPresenceOf is the last presence report that speaks for roomID: its
+// time and the Monotonic reading when it arrived (now, mono: the engine's
+// clock). registered is false when the link's one engine serves the room
+// (LastPresenceAt). A room no registered node is known to hold counts its
+// silence from when it was first found so: a node holding its call says
+// so within its presence interval, so a room no node claims for
+// MediaPresenceTimeout has nobody on any (a node that held it died while
+// its workspace moved).
+func (m *MediaLink) LastPresenceOf(roomID string, now time.Time, mono time.Duration) (at time.Time, seen time.Duration, registered bool) {
+	if !m.Registered() {
+		return m.LastPresenceAt(), m.LastPresenceSeen(), false
+	}
+	if n := m.HeldBy(roomID); n != nil {
 		return time.Unix(0, n.presenceAt.Load()).UTC(), time.Duration(n.presenceSeen.Load()), true
 	}
-	return m.LastPresenceAt(), m.LastPresenceSeen(), false
+	v, _ := m.unheld.LoadOrStore(roomID, unheldSince{at: now, seen: mono})
+	u := v.(unheldSince)
+	return u.at, u.seen, true
 }
 
 // routedEngine is the MediaLink's engine while nodes are registered: each

@@ -63,15 +63,18 @@ func TestMediaNodesServeRooms(t *testing.T) {
 	if len(b.got) != 1 || len(c.got) != 0 || len(single.got) != 0 {
 		t.Fatalf("commands: b %v, c %v, the one engine %v", b.got, c.got, single.got)
 	}
-	// b's presence without the room: its call ended, the room follows its
-	// rendezvous choice again.
-	if !m.PresenceOf("b", time.Unix(10, 0), 10*time.Second, map[string]bool{}) {
-		t.Fatal("b's presence not taken")
+	// b's presence without the room: its call ended (b spoke for it: it is
+	// dropped), the room follows its rendezvous choice again.
+	if dropped, ok := m.PresenceOf("b", time.Unix(10, 0), 10*time.Second, map[string]bool{}); !ok || len(dropped) != 1 || dropped[0] != moved {
+		t.Fatalf("b's presence: dropped %v, %v", dropped, ok)
 	}
 	if got := m.NodeOf(moved).ID; got != "c" {
 		t.Fatalf("an empty room stays on %s", got)
 	}
-	if m.PresenceOf("stranger", time.Unix(10, 0), 10*time.Second, nil) {
+	if m.HeldBy(moved) != nil {
+		t.Fatal("a room no node holds is held")
+	}
+	if _, ok := m.PresenceOf("stranger", time.Unix(10, 0), 10*time.Second, nil); ok {
 		t.Fatal("an unregistered node's presence taken as a registered one's")
 	}
 	m.NoteRoom(moved, "stranger")
@@ -79,19 +82,25 @@ func TestMediaNodesServeRooms(t *testing.T) {
 		t.Fatalf("a report of an unregistered node moved the room to %s", got)
 	}
 
+	// A room no node holds counts its silence from when it was first found
+	// so, not from any node's presence.
+	if at, seen, registered := m.LastPresenceOf(moved, time.Unix(12, 0), 12*time.Second); !registered || seen != 12*time.Second || !at.Equal(time.Unix(12, 0)) {
+		t.Fatalf("an unheld room's presence: %v %v %v", at, seen, registered)
+	}
+	if _, seen, _ := m.LastPresenceOf(moved, time.Unix(14, 0), 14*time.Second); seen != 12*time.Second {
+		t.Fatalf("an unheld room's silence restarted: %v", seen)
+	}
+
 	// Each node's silence is its own; a node already known keeps its
 	// clock when the list changes.
 	m.PresenceOf("c", time.Unix(20, 0), 20*time.Second, map[string]bool{moved: true})
-	at, seen, registered := m.LastPresenceOf(moved)
+	at, seen, registered := m.LastPresenceOf(moved, time.Unix(21, 0), 21*time.Second)
 	if !registered || seen != 20*time.Second || !at.Equal(time.Unix(20, 0).UTC()) {
 		t.Fatalf("presence of the room's node: %v %v %v", at, seen, registered)
 	}
 	m.setNodesAt(30*time.Second, newMediaNode("c", c), newMediaNode("d", nil))
-	if _, seen, _ := m.LastPresenceOf(moved); seen != 20*time.Second {
+	if _, seen, _ := m.LastPresenceOf(moved, time.Unix(31, 0), 31*time.Second); seen != 20*time.Second {
 		t.Fatalf("c's clock after the list changed: %v", seen)
-	}
-	if _, seen, _ := m.LastPresenceOf("room_on_d_" + moved); seen != 20*time.Second && seen != 30*time.Second {
-		t.Fatalf("a new node's clock starts when it is registered: %v", seen)
 	}
 
 	// The node holding a call left the cluster: its rooms go to a node
@@ -100,8 +109,14 @@ func TestMediaNodesServeRooms(t *testing.T) {
 	if got := m.NodeOf(moved).ID; got != "d" {
 		t.Fatalf("a room of a node that left is served by %s", got)
 	}
+	if m.HeldBy(moved) != nil {
+		t.Fatal("a node that left still holds a room")
+	}
 	m.setNodesAt(40 * time.Second)
-	if m.NodeOf(moved) != nil || m.Engine() != MediaEngine(single) {
+	if m.NodeOf(moved) != nil || m.Engine() != MediaEngine(single) || m.Registered() {
 		t.Fatal("with every node gone the one engine serves every room again")
+	}
+	if _, _, registered := m.LastPresenceOf(moved, time.Unix(41, 0), 41*time.Second); registered {
+		t.Fatal("with every node gone a room's presence is still a registered node's")
 	}
 }

@@ -424,7 +424,7 @@ func (a *roomActor) finishEnding() {
 // (reconcile), and a settlement past it would have charged more than their
 // final length, which the final charge never gives back.
 func (a *roomActor) settleUntil(now time.Time) time.Time {
-	last, _, registered := a.env.Media.LastPresenceOf(a.id)
+	last, _, registered := a.env.Media.LastPresenceOf(a.id, now, a.env.Clock.Monotonic())
 	if !registered && !a.env.Settings.MediaNodeRunsOnItsOwn {
 		return now
 	}
@@ -454,7 +454,7 @@ func (a *roomActor) sweep() (stop bool) {
 		// nobody left. Silence is time passed on the engine's clock, not
 		// a difference of wall-clock readings (see lastPresenceSeen).
 		// A registered node of a cluster runs on its own too.
-		last, seen, registered := a.env.Media.LastPresenceOf(a.id)
+		last, seen, registered := a.env.Media.LastPresenceOf(a.id, now, a.env.Clock.Monotonic())
 		if (registered || a.env.Settings.MediaNodeRunsOnItsOwn) && a.env.Clock.Monotonic()-seen > MediaPresenceTimeout {
 			a.reconcile(Presence{At: last})
 		}

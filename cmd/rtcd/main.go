@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -310,6 +311,11 @@ func runMedia(args []string) error {
 			closeListeners()
 			return fmt.Errorf("--media-url: %w", err)
 		}
+		if u, err := url.Parse(member.ControlURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") ||
+			u.Hostname() == "" || net.ParseIP(u.Hostname()).IsUnspecified() {
+			closeListeners()
+			return fmt.Errorf("--control-advertise=%q: want the http(s) origin the cluster's nodes reach this node at (set it when --listen is on every interface)", member.ControlURL)
+		}
 	}
 	_, listenPort, _ := net.SplitHostPort(*listen)
 	webrtc, err := media.OpenWebRTC(netOpts, ln.Addr(), listenPort == "0")
@@ -342,11 +348,13 @@ func runMedia(args []string) error {
 		if err != nil {
 			return err
 		}
-		// Out of the cluster first, so no room chooses it while it drains.
+		// Out of the cluster first, so no room chooses it while it drains
+		// (and surely before the process exits).
 		go func() {
 			<-ctx.Done()
 			reg.Close()
 		}()
+		defer reg.Close()
 		slog.Info("rtcd media node registered with the cluster", "cluster", *clusterName, "media_url", member.MediaURL, "control_url", member.ControlURL)
 	}
 	slog.Info("rtcd media node serving", "listen", ln.Addr().String(), "control_plane", *controlURL, "node_id", *nodeID,
