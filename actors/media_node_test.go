@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -203,4 +204,57 @@ func TestPresenceWithTheJoinStillPendingKeepsIt(t *testing.T) {
 	if st := n.status(); st != room.ParticipantLeft {
 		t.Fatalf("participant %s after a snapshot without it, want left", st)
 	}
+}
+
+// clusterPeers is a cluster's Peers as one node's engine sees it, for the
+// tests of what it decides alone: whether it owns a workspace.
+type clusterPeers struct{ owns bool }
+
+func (p *clusterPeers) Call(string, string, []byte) ([]byte, error) {
+	return nil, errors.New("no calls")
+}
+func (p *clusterPeers) Fingerprint() uint64 { return 1 }
+func (p *clusterPeers) Owns(string) bool    { return p.owns }
+
+// With media nodes registered with a cluster, a node's presence speaks
+// only for the rooms it holds or held, and only where this node owns the
+// room's workspace: a node that never held the room, or a snapshot
+// reaching a node its workspace is moving away from, ends nobody.
+func TestRegisteredNodePresenceSpeaksOnlyForItsRooms(t *testing.T) {
+	n := newJoinedRoom(t, false)
+	peers := &clusterPeers{}
+	n.e.SetPeers(peers)
+	n.e.SetMediaNodes([]MediaNode{{ID: "m1", URL: "ws://127.0.0.1:1/rtc"}, {ID: "m2", URL: "ws://127.0.0.1:2/rtc"}})
+	snapshot := func(node string, with bool) {
+		p := room.MediaPresence{NodeID: node, At: n.clk.Now(), Sessions: []room.MediaJoin{}}
+		if with {
+			p.Sessions = append(p.Sessions, n.joined)
+		}
+		n.e.MediaPresence(p)
+		n.sweep() // the presence was sent before the sweep: applied
+	}
+	// Neither node holds the room yet: their empty snapshots end nobody.
+	peers.owns = true
+	snapshot("m1", false)
+	snapshot("m2", false)
+	if st := n.status(); st != room.ParticipantJoined {
+		t.Fatalf("after the snapshots of nodes that never held the room: %s", st)
+	}
+	// m1 holds it, then no more, while the workspace moves away: ends
+	// nobody here (the new owner's snapshot part has its sessions).
+	snapshot("m1", true)
+	peers.owns = false
+	snapshot("m1", false)
+	if st := n.status(); st != room.ParticipantJoined {
+		t.Fatalf("a snapshot reached a node the workspace is moving away from: %s", st)
+	}
+	// Owned: m1 holds it, then no more: its session ended on m1.
+	peers.owns = true
+	snapshot("m1", true)
+	snapshot("m2", false)
+	if st := n.status(); st != room.ParticipantJoined {
+		t.Fatalf("another node's snapshot ended the participant on m1: %s", st)
+	}
+	snapshot("m1", false)
+	waitUntil(t, "the participant whose session m1 no longer holds is left", func() bool { return n.status() == room.ParticipantLeft })
 }
