@@ -221,10 +221,15 @@ func (e *Engine) ServeCall(name string, body []byte) []byte {
 		r := e.serveProjectCall(c)
 		answer = replyAnswer{Status: r.Status, Body: r.Body, Err: r.Err, Gone: r.Gone}
 	default:
-		if body, ok := e.serveMediaCall(name, body); ok {
-			return body
+		handled, err := e.serveMediaCall(name, body)
+		switch {
+		case !handled:
+			answer = replyAnswer{Err: badCall(name, errors.New("no such call"))}
+		case err != nil:
+			answer = replyAnswer{Err: badCall(name, err)}
+		default:
+			answer = struct{}{}
 		}
-		answer = replyAnswer{Err: badCall(name, errors.New("no such call"))}
 	}
 	return core.MustJSON(answer)
 }

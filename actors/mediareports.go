@@ -15,9 +15,11 @@ import (
 
 // Engine calls of media reports.
 const (
-	callMediaJoined   = "media-joined"
-	callMediaLeft     = "media-left"
-	callMediaPresence = "media-presence"
+	callMediaJoined = "media-joined"
+	callMediaLeft   = "media-left"
+	// MediaPresenceCall is the call of a presence part (PresencePart),
+	// which the server sends to each member itself.
+	MediaPresenceCall = "media-presence"
 )
 
 // forwardMediaReport sends a join or leave report of a room that does
@@ -75,9 +77,9 @@ func (e *Engine) MediaPresencePart(p PresencePart) {
 	}
 }
 
-// serveMediaCall applies a media report another node passed on.
-func (e *Engine) serveMediaCall(name string, body []byte) ([]byte, bool) {
-	var err error
+// serveMediaCall applies a media report another node passed on; handled
+// is false for a call that is not a media report's.
+func (e *Engine) serveMediaCall(name string, body []byte) (handled bool, err error) {
 	switch name {
 	case callMediaJoined:
 		var r room.MediaJoin
@@ -89,16 +91,13 @@ func (e *Engine) serveMediaCall(name string, body []byte) ([]byte, bool) {
 		if err = json.Unmarshal(body, &r); err == nil {
 			e.mediaLeftHere(r)
 		}
-	case callMediaPresence:
+	case MediaPresenceCall:
 		var p PresencePart
 		if err = json.Unmarshal(body, &p); err == nil {
 			e.MediaPresencePart(p)
 		}
 	default:
-		return nil, false
+		return false, nil
 	}
-	if err != nil {
-		return []byte(`{"error":{"Code":"internal","Message":"undecodable media report"}}`), true
-	}
-	return []byte(`{}`), true
+	return true, err
 }

@@ -179,7 +179,7 @@ func (r clusterReporter) Presence(p media.PresenceReport) {
 		sending.Add(1)
 		go func() {
 			defer sending.Done()
-			raw, err := r.node.SendTo(m, internalRequest(engineCallPath+"?call=media-presence", body))
+			raw, err := r.node.SendTo(m, internalRequest(engineCallPath+"?call="+actors.MediaPresenceCall, body))
 			if err == nil {
 				_, err = internalAnswer(raw)
 			}
