@@ -126,12 +126,16 @@ func runServe(args []string) error {
 		return err
 	}
 	setupLogging(cfg.LogLevel)
+	// The handler goes in before Start: Start already serves and logs
+	// "rtcd serving", and a signal arriving between that line and a later
+	// Notify would kill the process unclean, skipping the drain.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	srv, err := server.Start(cfg, server.Options{})
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case s := <-sig:
 		slog.Info("shutting down: draining in-flight requests", "signal", s.String())
