@@ -144,21 +144,10 @@ func TestClusterDashboard(t *testing.T) {
 // the directory's.
 func directoryNode(t *testing.T, nodes []*env) int {
 	t.Helper()
-	found := -1
-	for i, node := range nodes {
-		entries, _ := os.ReadDir(filepath.Join(node.dataDir, "outbox"))
-		if len(entries) == 0 {
-			continue
-		}
-		if found >= 0 {
-			t.Fatalf("nodes %d and %d both sent the dashboard's mails", found, i)
-		}
-		found = i
-	}
-	if found < 0 {
-		t.Fatal("no node sent the sign-in mail")
-	}
-	return found
+	return theOneNode(t, len(nodes), func(i int) bool {
+		entries, _ := os.ReadDir(filepath.Join(nodes[i].dataDir, "outbox"))
+		return len(entries) > 0
+	}, "sent the dashboard's mails")
 }
 
 // projectOf is project projectID of workspace accountID in a GET /v1/me.

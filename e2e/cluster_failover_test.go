@@ -220,19 +220,28 @@ func binCluster(t *testing.T, n int, extra ...string) (bootstrap, []*binProc) {
 // binOwner is the index of the one node holding the workspace's rooms.
 func binOwner(t *testing.T, nodes []*binProc) int {
 	t.Helper()
-	owner := -1
-	for i, p := range nodes {
-		if binGauge(t, p, "rtcd_active_rooms") > 0 {
-			if owner >= 0 {
-				t.Fatalf("nodes %d and %d both hold rooms of the one workspace", owner, i)
-			}
-			owner = i
+	return theOneNode(t, len(nodes), func(i int) bool { return binGauge(t, nodes[i], "rtcd_active_rooms") > 0 },
+		"held rooms of the one workspace")
+}
+
+// theOneNode is the index of the one node of n for which does is true;
+// the test fails when two are or none is. what says what they did.
+func theOneNode(t *testing.T, n int, does func(i int) bool, what string) int {
+	t.Helper()
+	found := -1
+	for i := 0; i < n; i++ {
+		if !does(i) {
+			continue
 		}
+		if found >= 0 {
+			t.Fatalf("nodes %d and %d both %s", found, i, what)
+		}
+		found = i
 	}
-	if owner < 0 {
-		t.Fatal("no node holds the workspace's rooms")
+	if found < 0 {
+		t.Fatalf("no node %s", what)
 	}
-	return owner
+	return found
 }
 
 // binServedAgain polls POST /v1/rooms through p until the workspace
