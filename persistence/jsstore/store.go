@@ -218,9 +218,10 @@ func Open(cfg Config, fatal func(error)) (*Store, error) {
 		// has not applied an acknowledged batch yet.
 		AllowDirect: false,
 	}
-	// A cluster that was restarted a moment ago may still elect its
-	// leaders: the stream's setup (idempotent) is tried again until
-	// openTimeoutSeconds rather than given up after one request.
+	// A cluster that was (re)started a moment ago may still elect its
+	// leaders, or not yet see every server online: the stream's setup
+	// (idempotent) is tried again until openTimeoutSeconds rather than
+	// given up after one request.
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeoutSeconds*time.Second)
 	defer cancel()
 	var stream jetstream.Stream
@@ -597,6 +598,27 @@ func isIncompleteBatch(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishIncomplete
 }
 
+// jsErrCodeClusterNoPeers is the server's JSClusterNoPeersErrF (nats-server
+// errors.json), which nats.go does not name: a stream could not be placed
+// on enough servers.
+const jsErrCodeClusterNoPeers jetstream.ErrorCode = 10005
+
+// peerOfflineReason is the reason the server adds to that refusal when a
+// server it could place on has not been heard from yet, as in a cluster
+// that has just started ("no suitable peers for placement, peer
+// offline"). Only that reason passes: with too few servers for the
+// replicas asked (R5 on three) the refusal never ends, and Open reports it
+// at once.
+const peerOfflineReason = "peer offline"
+
+// isPeerOffline reports a stream's creation refused because a server is
+// not seen online yet: nothing was created, and it succeeds once it is.
+func isPeerOffline(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeClusterNoPeers &&
+		strings.Contains(apiErr.Description, peerOfflineReason)
+}
+
 func isWrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -718,8 +740,9 @@ func (s *Store) publish(it *commitItem) error {
 
 // retryNoResponders runs op until it does not fail for want of a stream
 // leader (a stream just created, or electing a new leader after a server
-// was lost; or a batch the leader got only part of, isIncompleteBatch),
-// or ctx ends. No responders means no server took the request,
+// was lost; or a batch the leader got only part of, isIncompleteBatch;
+// or a stream's placement while a server is not yet seen online,
+// isPeerOffline), or ctx ends. No responders means no server took the request,
 // so sending it again writes nothing twice. With unanswered, a try that
 // got no answer within publishAttemptSeconds (sent to a leader that went
 // away) is sent again too: only for requests that may be repeated (reads,
@@ -736,7 +759,8 @@ func retryNoResponders(ctx context.Context, unanswered bool, op func(context.Con
 		err := op(try)
 		cancel()
 		lost := unanswered && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
-		if !lost && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !isIncompleteBatch(err) {
+		if !lost && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) && !isIncompleteBatch(err) &&
+			!isPeerOffline(err) {
 			return err
 		}
 		select {

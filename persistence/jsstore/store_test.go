@@ -196,6 +196,44 @@ func TestReadsWithNoServerAreUnavailable(t *testing.T) {
 	}
 }
 
+// TestStreamPlacementRefusals: Open tries a stream's creation again while
+// a server is not seen online yet (a cluster just started: the refusal is
+// rare and brief, so its test is of the answer the server gives then), and
+// reports at once a stream that can never be placed: three replicas more
+// than the servers there are. A cluster of its own.
+func TestStreamPlacementRefusals(t *testing.T) {
+	offline := &jetstream.APIError{Code: 400, ErrorCode: jsErrCodeClusterNoPeers,
+		Description: "no suitable peers for placement, peer offline"}
+	tries := 0
+	err := retryNoResponders(t.Context(), true, func(context.Context) error {
+		if tries++; tries == 1 {
+			return offline
+		}
+		return nil
+	})
+	if err != nil || tries != 2 {
+		t.Fatalf("after %v: %v in %d tries; want it tried again and done in 2", offline, err, tries)
+	}
+	c, err := natstest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	start := time.Now()
+	s, err := Open(Config{URL: c.URLs, Stream: "TOOMANY", Replicas: 5}, func(err error) { t.Logf("fatal: %v", err) })
+	if err == nil {
+		s.Close()
+		t.Fatal("a stream of five replicas was created on three servers")
+	}
+	if isPeerOffline(err) || time.Since(start) > requestTimeoutSeconds*time.Second {
+		t.Fatalf("five replicas on three servers: %v after %v; want the refusal at once, not tried again", err, time.Since(start))
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrCodeClusterNoPeers {
+		t.Fatalf("five replicas on three servers: %v; want the server's error %d", err, jsErrCodeClusterNoPeers)
+	}
+}
+
 // TestIncompleteBatchIsSentAgain: the live server's answer to a batch it
 // got only part of (its first message lost, as on a leader change) is
 // what publish sends again whole; and a store's batch goes through after
